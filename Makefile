@@ -1,0 +1,51 @@
+# Kernel Lab — two commands: `make lab` runs the course, `make test` runs the whole suite.
+# Each creates .venv if missing and installs what it needs.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# Pin BLAS/OpenMP/Numba to the 2 cores of the course machines unless the caller says otherwise.
+export OMP_NUM_THREADS ?= 2
+export OPENBLAS_NUM_THREADS ?= 2
+export NUMBA_NUM_THREADS ?= 2
+# Idle worker threads of OpenBLAS / OpenMP must not spin and steal the other library's core
+# (see kernellab/threads.py).
+export OMP_WAIT_POLICY ?= passive
+export OPENBLAS_THREAD_TIMEOUT ?= 4
+ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
+LAB_PORT ?= 8888
+LAB_ARGS ?=
+
+.PHONY: lab test bench gpu-check release install clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[lab,test]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+install: $(STAMP)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(LAB_PORT) $(ROOT_FLAG) \
+	    --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider solutions chapters
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_gemm_cpu.py
+
+release: $(STAMP)
+	$(VENV)/bin/kernellab release
+
+# The GPU check: run on a machine with an NVIDIA GPU and numba-cuda/cupy already installed
+# (no network): it uses the interpreter it finds and the source tree, installs nothing.
+gpu-check:
+	PYTHONPATH=$(CURDIR) KERNELLAB_DEVICE=gpu $(PYTHON) -m kernellab doctor
+
+clean:
+	rm -rf $(VENV) .kernellab-cache .pytest_cache

@@ -1,0 +1,216 @@
+"""Lab 1 ``gemm-cpu``: cache-blocked GEMM on the CPU with Numba.
+
+The student writes ``gemm(A, B, C)``: C = A @ B into the caller's C (kernel style), A (M, K),
+B (K, N), C (M, N), all float32 or all float64, any M, N, K >= 1.
+
+Correctness: every case against the float64 golden reference on the same inputs under the
+K-aware tolerance (:class:`kernellab.numerics.KAware`, accumulation in the input dtype).
+Sizes mix 1, 2, 3, 31, 33, 65, 127, 257 (tails of every common tile size), non-square, both
+dtypes; hidden cases add random sizes and K beyond common kc blockings.
+
+Performance (cpu tier): fp32, 2 threads, fresh inputs for every call, each rule on the median of
+per-round ratios measured interleaved in one process:
+
+* fraction of numpy.matmul's speed >= ``MIN_FRACTION_NUMPY``, at M = N = K = ``PERF_N`` (one call
+  of a passing kernel takes >= 10 ms there);
+* speedup over the naive ijk kernel >= ``MIN_SPEEDUP_NAIVE``, at ``PERF_N_NAIVE`` (the naive
+  kernel takes seconds a call at ``PERF_N``);
+* GFLOP/s at most this machine's nominal peak (above it, the timer was cheated).
+
+Thresholds were set from measurements on the course machine (2-core AMD EPYC Zen 4, see
+``tests/test_grader_gemm_cpu.py`` and the README's benchmark table) so that the reference solution
+passes with at least a 1.5x margin and a plain unblocked ikj loop with ``prange`` fails.
+The submission is compiled under the ``fast-gemm`` codegen profile of chapter 1 (LLVM's SLP
+vectoriser on, loop vectoriser off, 512-bit vectors allowed: :mod:`kernellab.codegen`); so is
+the naive baseline, in the same process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from grader.spec import Case, CaseData, HiddenCases, LabSpec, RuleResult
+from kernellab.numerics import KAware, compare
+from reference_kernels.gemm import gemm_abs_product, gemm_golden
+
+PERF_N = 1024
+PERF_N_NAIVE = 512  # the naive kernel takes seconds at 1024; its ratio is taken at 512
+PERF_ROUNDS = 5
+PERF_THREADS = 2
+MIN_SPEEDUP_NAIVE = 20.0
+MIN_FRACTION_NUMPY = 0.25
+
+VISIBLE_SHAPES = [  # (M, N, K)
+    (1, 1, 1), (2, 3, 1), (3, 1, 2), (1, 257, 3), (31, 33, 65), (33, 31, 127),
+    (65, 127, 33), (127, 65, 257), (257, 2, 31), (33, 257, 257),
+]
+DTYPES = ("float32", "float64")
+VISIBLE_SEED = 20261129
+
+
+def _seed(base: int, name: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{base}:{name}".encode()).digest()[:4], "little")
+
+
+class GemmCPU(LabSpec):
+    lab_id = "gemm-cpu"
+    title = "Cache-blocked GEMM on CPU (Numba)"
+    notebook = "01_gemm_cpu.ipynb"
+    tier = "cpu"
+    functions = {"gemm": ("A", "B", "C")}
+    allowed_imports = frozenset({"numpy", "numba", "math"})
+    banned_names = frozenset({"gemm_naive", "gemm_golden", "gemm_abs_product"})
+    codegen = "fast-gemm"
+
+    def cases(self, hidden: HiddenCases) -> list[Case]:
+        out = []
+        for (m, n, k) in VISIBLE_SHAPES:
+            for dt in DTYPES:
+                name = f"{m}x{n}x{k} {dt}"
+                out.append(Case(name, {"M": m, "N": n, "K": k, "dtype": dt},
+                                _seed(VISIBLE_SEED, name)))
+        for i, p in enumerate(hidden.cases):
+            p = self._validate(p)
+            name = f"hidden{i} {p['M']}x{p['N']}x{p['K']} {p['dtype']}"
+            out.append(Case(name, p, _seed(hidden.seed or 0, name), hidden=True))
+        if hidden.seed is not None and not hidden.cases:
+            rng = np.random.default_rng(hidden.seed)
+            for i in range(6):
+                m, n, k = (int(x) for x in rng.integers(1, 300, size=3))
+                if i == 5:
+                    k = int(rng.integers(513, 1100))  # beyond the usual kc blockings
+                p = {"M": m, "N": n, "K": k, "dtype": DTYPES[i % 2]}
+                name = f"hidden{i} {m}x{n}x{k} {p['dtype']}"
+                out.append(Case(name, p, _seed(hidden.seed, name), hidden=True))
+        return out
+
+    @staticmethod
+    def _validate(p: dict) -> dict:
+        try:
+            m, n, k = int(p["M"]), int(p["N"]), int(p["K"])
+            dt = str(p.get("dtype", "float32"))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"hidden case {p!r}: needs integer M, N, K and a dtype") from None
+        if min(m, n, k) < 1 or dt not in DTYPES or m * n * k > 2**31:
+            raise ValueError(f"hidden case {p!r}: M, N, K >= 1, M*N*K <= 2**31, dtype in {DTYPES}")
+        return {"M": m, "N": n, "K": k, "dtype": dt}
+
+    def case_data(self, case: Case) -> CaseData:
+        p = case.params
+        rng = np.random.default_rng(case.seed)
+        dt = np.dtype(p["dtype"])
+        A = rng.standard_normal((p["M"], p["K"]), dtype=dt)
+        B = rng.standard_normal((p["K"], p["N"]), dtype=dt)
+        return CaseData(inputs={"A": A, "B": B},
+                        outputs={"C": ((p["M"], p["N"]), dt.name)}, call=["A", "B", "C"])
+
+    def warmup_data(self):
+        out = []
+        for dt in DTYPES:
+            c = Case(f"warmup {dt}", {"M": 5, "N": 7, "K": 3, "dtype": dt}, seed=1)
+            out.append(("gemm", self.case_data(c)))
+        return out
+
+    def check(self, case: Case, data: CaseData, outputs: dict):
+        A, B = data.inputs["A"], data.inputs["B"]
+        dt = A.dtype.name
+        policy = KAware(K=A.shape[1], acc_dtype=dt, out_dtype=dt,
+                        abs_product=gemm_abs_product(A, B))
+        return compare(outputs["C"], gemm_golden(A, B), policy)
+
+    # --------------------------------------------------------------- performance
+    def perf_plan(self) -> dict:
+        return {"n": PERF_N, "n_naive": PERF_N_NAIVE, "dtype": "float32", "rounds": PERF_ROUNDS,
+                "threads": PERF_THREADS}
+
+    def measure(self, namespace: dict, plan: dict, workdir: Path) -> dict:
+        """Worker side: two interleaved groups in one process, fresh inputs for every call:
+        submission vs numpy.matmul at ``n``; submission vs the naive kernel at ``n_naive``."""
+        from kernellab import machine, threads, timing
+        from kernellab.kernels.gemm_cpu import gemm_v1 as naive
+
+        dt = np.dtype(plan["dtype"])
+        fn = namespace["gemm"]
+        rng = np.random.default_rng()
+        state = {"nan_after_return": 0, "last": None, "before": None}
+
+        def fresh(n):
+            def setup():
+                A = rng.standard_normal((n, n), dtype=dt)
+                B = rng.standard_normal((n, n), dtype=dt)
+                state["before"] = (A.copy(), B.copy())
+                return A, B, np.full((n, n), np.nan, dtype=dt)
+            return setup
+
+        def numpy_matmul(A, B, C):
+            np.matmul(A, B, out=C)
+
+        def after(name, args):  # outside the timer, right after each call returns
+            if name == "submission":
+                if np.isnan(args[2]).any():
+                    state["nan_after_return"] += 1
+                state["last"] = state["before"] + (args[0], args[1], args[2].copy())
+
+        tiny = fresh(8)()
+        naive(*tiny)  # compile outside the timed rounds
+        threads_ = int(plan["threads"])
+        rounds = int(plan["rounds"])
+        g_naive = timing.interleaved({"submission": fn, "naive": naive}, baseline="submission",
+                                     setup=fresh(int(plan["n_naive"])), warmup=1, rounds=rounds,
+                                     threads_=threads_, after=after)
+        g_numpy = timing.interleaved({"submission": fn, "numpy": numpy_matmul},
+                                     baseline="submission", setup=fresh(int(plan["n"])),
+                                     warmup=1, rounds=rounds, threads_=threads_, after=after)
+        tn = {k: v.times for k, v in g_naive.timings.items()}
+        tb = {k: v.times for k, v in g_numpy.timings.items()}
+        n, n2 = int(plan["n"]), int(plan["n_naive"])
+        info = machine.cpu_info()
+        A0, B0, A1, B1, C1 = state["last"]  # the last timed call: the numpy group, size n
+        np.savez(workdir / "recheck_before.npz", A=A0, B=B0)
+        np.savez(workdir / "recheck.npz", A=A1, B=B1, C=C1)
+        return {
+            "speedup_naive": [a / b for a, b in zip(tn["naive"], tn["submission"])],
+            "fraction_numpy": [a / b for a, b in zip(tb["numpy"], tb["submission"])],
+            "gflops": [2.0 * n**3 / x / 1e9 for x in tb["submission"]],
+            "gflops_numpy": [2.0 * n**3 / x / 1e9 for x in tb["numpy"]],
+            "gflops_naive": [2.0 * n2**3 / x / 1e9 for x in tn["naive"]],
+            "gflops_small": [2.0 * n2**3 / x / 1e9 for x in tn["submission"]],
+            "peak_gflops": info.peak_flops(dt, cores=min(info.cores, threads_)) / 1e9,
+            "peak_formula": info.formula(dt),
+            "setup": {"description": f"{dt.name}, {threads_} threads, {rounds} interleaved rounds "
+                                     f"per group, fresh inputs per call: vs numpy at M=N=K={n}, "
+                                     f"vs naive at M=N=K={n2}",
+                      "threads_note": threads.status()["note"],
+                      "timings": {"vs_naive": g_naive.to_dict()["timings"],
+                                  "vs_numpy": g_numpy.to_dict()["timings"]}},
+            "recheck": {"path": str(workdir / "recheck.npz"),
+                        "before": str(workdir / "recheck_before.npz"),
+                        "params": {"M": n, "N": n, "K": n, "dtype": dt.name},
+                        "inputs": ["A", "B"], "outputs": ["C"],
+                        "nan_after_return": state["nan_after_return"]},
+        }
+
+    def perf_rules(self, m: dict) -> list[RuleResult]:
+        med = lambda xs: float(np.median(xs))  # noqa: E731
+        rng = lambda xs: (float(min(xs)), float(max(xs)))  # noqa: E731
+        g = med(m["gflops"])
+        rules = [
+            RuleResult("speedup over the naive ijk kernel", med(m["speedup_naive"]),
+                       MIN_SPEEDUP_NAIVE, ">=", "x", med(m["speedup_naive"]) >= MIN_SPEEDUP_NAIVE,
+                       f"at M=N=K={PERF_N_NAIVE}: naive {med(m['gflops_naive']):.2f} GFLOP/s, "
+                       f"yours {med(m['gflops_small']):.1f} GFLOP/s",
+                       rng(m["speedup_naive"])),
+            RuleResult("fraction of numpy.matmul (OpenBLAS)", med(m["fraction_numpy"]),
+                       MIN_FRACTION_NUMPY, ">=", "", med(m["fraction_numpy"]) >= MIN_FRACTION_NUMPY,
+                       f"numpy.matmul {med(m['gflops_numpy']):.1f} GFLOP/s in the same run",
+                       rng(m["fraction_numpy"])),
+            RuleResult("GFLOP/s within the nominal peak", g, round(m["peak_gflops"], 1), "<=",
+                       " GFLOP/s", max(m["gflops"]) <= m["peak_gflops"],
+                       "faster than the machine can compute means the timer was cheated "
+                       f"(cached results, work outside the timed call); peak = {m['peak_formula']}",
+                       rng(m["gflops"])),
+        ]
+        return rules

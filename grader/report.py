@@ -1,0 +1,179 @@
+"""The grading report: plain text for people, ``--json`` for machines (the same data).
+
+Score: ``correctness_points`` in proportion to the cases passed (all cases, hidden included),
+plus ``performance_points`` split evenly over the performance rules passed (rules run only
+once every case passes, and a failed re-check after timing voids them). ``passed`` — and exit
+status 0 — only when every check passes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+from dataclasses import dataclass, field
+
+from grader.spec import RuleResult
+
+
+@dataclass
+class CaseResult:
+    case: str
+    params: dict
+    hidden: bool = False
+    passed: bool = False
+    error: str | None = None
+    seconds: float | None = None
+    comparison: dict | None = None
+    tile_map: str = ""
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Report:
+    lab: str
+    title: str
+    submission: str
+    tier: str
+    correctness_points: int
+    performance_points: int
+    environment: dict = field(default_factory=dict)
+    static: list[str] = field(default_factory=list)
+    signatures: list[dict] = field(default_factory=list)
+    fatal: str | None = None
+    cases: list[CaseResult] = field(default_factory=list)
+    rules: list[RuleResult] = field(default_factory=list)
+    recheck: CaseResult | None = None
+    performance_setup: dict = field(default_factory=dict)
+    performance_note: str = ""
+    codegen: str | None = None
+    compile_seconds: float | None = None
+    output_tail: str = ""
+    score: float = 0.0
+    passed: bool = False
+    when: str = ""
+
+    @classmethod
+    def start(cls, spec, submission: str) -> "Report":
+        import numba
+        import numpy
+
+        env = {"python": platform.python_version(), "numpy": numpy.__version__,
+               "numba": numba.__version__, "machine": platform.machine()}
+        return cls(lab=spec.lab_id, title=spec.title, submission=submission, tier=spec.tier,
+                   correctness_points=spec.correctness_points,
+                   performance_points=spec.performance_points, environment=env,
+                   when=_dt.datetime.now().isoformat(timespec="seconds"))
+
+    def finish(self) -> "Report":
+        n = len(self.cases)
+        ok_cases = sum(c.passed for c in self.cases)
+        corr = self.correctness_points * ok_cases / n if n else 0.0
+        perf = 0.0
+        recheck_ok = self.recheck is None or self.recheck.passed
+        if self.rules and recheck_ok:
+            perf = self.performance_points * sum(r.passed for r in self.rules) / len(self.rules)
+        if self.fatal and not self.cases:
+            corr = 0.0
+        self.score = round(corr + perf, 1)
+        self.passed = (self.fatal is None and n > 0 and ok_cases == n and bool(self.rules)
+                       and all(r.passed for r in self.rules) and recheck_ok)
+        return self
+
+    # ------------------------------------------------------------------ output
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k not in ("cases", "rules", "recheck")}
+        d["cases"] = [c.to_dict() for c in self.cases]
+        d["rules"] = [r.to_dict() for r in self.rules]
+        d["recheck"] = self.recheck.to_dict() if self.recheck else None
+        d["cases_passed"] = sum(c.passed for c in self.cases)
+        d["cases_total"] = len(self.cases)
+        d["max_score"] = self.correctness_points + self.performance_points
+        return d
+
+    def to_text(self) -> str:
+        L = []
+        L.append(f"Kernel Lab grader — lab {self.lab}: {self.title}")
+        L.append(f"submission: {self.submission}")
+        env = self.environment
+        L.append(f"tier: {self.tier} · python {env.get('python')} · numpy {env.get('numpy')} · "
+                 f"numba {env.get('numba')}" + (f" · codegen: {self.codegen}" if self.codegen else "")
+                 + (f" · compile+load {self.compile_seconds:.1f} s" if self.compile_seconds else ""))
+        L.append("")
+        if self.static:
+            L.append("1. rules: FAIL")
+            L.extend(f"   - {s}" for s in self.static)
+        else:
+            L.append("1. rules: ok (allowed imports only, no library GEMM, no reference code)")
+        if self.signatures:
+            bad = [s for s in self.signatures if not s["ok"]]
+            L.append("2. signatures: " + ("FAIL" if bad else "ok"))
+            L.extend(f"   - {s['message']}" for s in self.signatures)
+        if self.fatal:
+            L.append("")
+            L.append(f"stopped: {self.fatal}")
+        if self.cases:
+            npass = sum(c.passed for c in self.cases)
+            L.append(f"3. correctness: {npass}/{len(self.cases)} cases pass")
+            L.append(f"   {'case':<28} {'max abs err':>11} {'max ulp':>9} {'budget':>7}  result")
+            shown_errors: dict[str, int] = {}
+            for c in self.cases:
+                name = c.case + (" (hidden)" if c.hidden else "")
+                if c.comparison:
+                    cm = c.comparison
+                    L.append(f"   {name:<28} {_f(cm['max_abs']):>11} {_f(cm['max_ulp']):>9} "
+                             f"{_pct(cm['budget_used']):>7}  {'pass' if c.passed else 'FAIL'}")
+                else:
+                    L.append(f"   {name:<28} {'-':>11} {'-':>9} {'-':>7}  FAIL")
+                if not c.passed and c.error:
+                    k = shown_errors.get(c.error, 0)
+                    shown_errors[c.error] = k + 1
+                    if k == 0:
+                        L.append(f"      ↳ {c.error}")
+                        if c.tile_map:
+                            L.append("      output tiles (# wrong):")
+                            L.extend("        " + row for row in c.tile_map.splitlines()[:16])
+                    elif k == 1:
+                        L.append("      ↳ (same error as above)")
+        if self.rules or self.performance_note:
+            setup = self.performance_setup
+            head = "4. performance"
+            if setup:
+                head += f" ({setup.get('description', '')})"
+            L.append(head)
+            if self.performance_note:
+                L.append(f"   {self.performance_note}")
+            for r in self.rules:
+                meas = "-" if r.measured is None else f"{r.measured:.3g}{r.unit}"
+                if r.spread:
+                    meas += f" ({r.spread[0]:.3g}–{r.spread[1]:.3g})"
+                L.append(f"   {r.name:<38} {meas:>24}  {r.op} {r.threshold:g}{r.unit}  "
+                         f"{'pass' if r.passed else 'FAIL'}")
+                if r.detail:
+                    L.append(f"      {r.detail}")
+            if setup.get("threads_note"):
+                L.append(f"   threads: {setup['threads_note']}")
+            if self.recheck is not None:
+                L.append("   re-check on the last timed call's fresh inputs: "
+                         + ("ok" if self.recheck.passed else f"FAIL — {self.recheck.error}"))
+        if self.output_tail.strip():
+            L.append("")
+            L.append("the submission printed (last lines):")
+            L.extend("   | " + ln for ln in self.output_tail.strip().splitlines()[-10:])
+        L.append("")
+        L.append(f"score: {self.score:g}/{self.correctness_points + self.performance_points}  "
+                 f"{'PASS' if self.passed else 'FAIL'}")
+        return "\n".join(L)
+
+
+def _f(x) -> str:
+    if isinstance(x, str):
+        return x
+    return "-" if x is None else f"{x:.3g}"
+
+
+def _pct(x) -> str:
+    if isinstance(x, str):
+        return x
+    return "-" if x is None else f"{100 * x:.0f}%"

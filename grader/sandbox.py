@@ -1,0 +1,158 @@
+"""Run a submission in a separate, bounded process (the grader side of :mod:`grader.worker`).
+
+Isolation, as far as a plain process allows (no containers on students' laptops):
+
+* a new session and process group, killed as a whole on a time-out;
+* ``RLIMIT_AS`` (address space: the memory limit), ``RLIMIT_CORE`` = 0, ``RLIMIT_FSIZE``
+  (no file bigger than the limit) and a CPU-time cap;
+* its own working directory; its stdout/stderr captured to files and shown, trimmed, in the
+  report; the protocol runs over two private pipes;
+* wall-clock limits per request: loading/compiling, each correctness call, the performance
+  phase — each a separate budget, so a 60-second JIT compile never counts as run time.
+
+What it does not do: it is no security boundary against a hostile user on the same machine
+(no seccomp, no network namespace). The static check (:mod:`grader.static_check`) keeps
+submissions to the lab's allowed modules, which closes the ordinary ways out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class WorkerDied(RuntimeError):
+    """The worker process ended or was killed; ``reason`` is in plain words."""
+
+
+class WorkerTimeout(WorkerDied):
+    pass
+
+
+@dataclass
+class Limits:
+    memory_bytes: int
+    cpu_seconds: int = 3600
+    file_bytes: int = 1 << 30
+
+
+def _preexec(limits: Limits):
+    def apply():
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
+    return apply
+
+
+class Worker:
+    """One sandboxed worker process for one submission of one lab."""
+
+    def __init__(self, lab_id: str, submission: Path, workdir: Path, limits: Limits):
+        self.workdir = workdir
+        self.limits = limits
+        self.stdout_path = workdir / "stdout.txt"
+        self.stderr_path = workdir / "stderr.txt"
+        req_r, self._req_w = os.pipe()
+        self._resp_r, resp_w = os.pipe()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(_PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        env["KERNELLAB_GRADER_MEM"] = str(limits.memory_bytes)
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env["PYTHONUNBUFFERED"] = "1"
+        with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "grader.worker", lab_id, str(submission), str(workdir),
+                 str(req_r), str(resp_w)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=str(workdir), env=env,
+                pass_fds=(req_r, resp_w), start_new_session=True,
+                preexec_fn=_preexec(limits))
+        os.close(req_r)
+        os.close(resp_w)
+        self._buf = b""
+
+    def request(self, obj: dict, timeout: float) -> dict:
+        """Send one request; wait at most ``timeout`` seconds for the reply.
+
+        Raises WorkerTimeout (process killed) or WorkerDied (process gone, with the reason).
+        """
+        try:
+            os.write(self._req_w, (json.dumps(obj) + "\n").encode())
+        except BrokenPipeError:
+            raise WorkerDied(self._death_reason()) from None
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerTimeout(f"did not finish within {timeout:g} s (an endless loop, or "
+                                    "far too slow?)")
+            ready, _, _ = select.select([self._resp_r], [], [], min(left, 1.0))
+            if ready:
+                chunk = os.read(self._resp_r, 1 << 16)
+                if not chunk:
+                    raise WorkerDied(self._death_reason())
+                self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def _death_reason(self) -> str:
+        try:
+            rc = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            rc = self.proc.returncode
+        if rc is not None and rc < 0:
+            sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else -rc
+            if sig == "SIGXCPU":
+                return "was stopped: it used more CPU time than the grader allows"
+            if sig == "SIGKILL":
+                return ("was killed (SIGKILL): usually the operating system ran out of memory "
+                        "for it")
+            return f"crashed with signal {sig} (e.g. an out-of-bounds write in compiled code)"
+        return f"ended the grading process itself (exit status {rc}): a kernel must return normally"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.write(self._req_w, b'{"op": "exit"}\n')
+                self.proc.wait(timeout=5)
+            except (BrokenPipeError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        for fd in (self._req_w, self._resp_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def output_tail(self, limit: int = 1500) -> str:
+        """The last ``limit`` characters the submission printed (stdout then stderr)."""
+        parts = []
+        for p in (self.stdout_path, self.stderr_path):
+            try:
+                t = p.read_text(errors="replace")
+            except OSError:
+                continue
+            if t.strip():
+                parts.append(t)
+        text = "".join(parts)
+        return text[-limit:]

@@ -1,0 +1,136 @@
+"""What a lab is to the grader: one :class:`LabSpec` (COURSE.md §5).
+
+A spec names the required functions and their parameters, generates the cases (visible ones and
+hidden ones from an instructor file or a secret seed), builds each case's inputs from its seed,
+computes the golden reference and compares (in the *grader's* process, never the submission's),
+and defines the performance rules of each tier. The worker process (:mod:`grader.worker`) only
+calls the submission on arrays the grader sent and measures timings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Case:
+    """One correctness case: parameters (shapes, dtype …), the seed of its inputs, visibility."""
+
+    name: str
+    params: dict
+    seed: int
+    hidden: bool = False
+
+
+@dataclass
+class CaseData:
+    """The arrays of one call. ``inputs`` are sent to the submission; ``outputs`` maps each output
+    name to (shape, dtype), allocated by the worker and pre-filled with NaN (or a sentinel for
+    integer outputs); ``call`` is the argument order."""
+
+    inputs: dict[str, np.ndarray]
+    outputs: dict[str, tuple[tuple, str]]
+    call: list[str]
+
+
+@dataclass
+class RuleResult:
+    """A performance (or plausibility) rule: measured value vs threshold."""
+
+    name: str
+    measured: float | None
+    threshold: float
+    op: str  # ">=" or "<="
+    unit: str
+    passed: bool
+    detail: str = ""
+    spread: tuple | None = None  # (min, max) over interleaved rounds
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["spread"] = list(self.spread) if self.spread else None
+        return d
+
+
+@dataclass
+class HiddenCases:
+    """Instructor-supplied cases: a JSON file ``{"seed": int, "cases": [{params}…]}`` and/or the
+    ``KERNELLAB_HIDDEN_SEED`` environment variable (extra random cases from a secret seed)."""
+
+    seed: int | None = None
+    cases: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> "HiddenCases":
+        hc = cls()
+        if path is not None:
+            try:
+                data = json.loads(Path(path).read_text())
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"hidden-case file {path}: {exc}") from None
+            if not isinstance(data, dict) or not isinstance(data.get("cases", []), list):
+                raise ValueError(f"hidden-case file {path}: expected "
+                                 '{"seed": int, "cases": [{...}, ...]}')
+            hc.seed = data.get("seed")
+            hc.cases = list(data.get("cases", []))
+        env = os.environ.get("KERNELLAB_HIDDEN_SEED")
+        if env:
+            try:
+                hc.seed = int(env)
+            except ValueError:
+                raise ValueError("KERNELLAB_HIDDEN_SEED must be an integer") from None
+        return hc
+
+
+class LabSpec:
+    """Base class of a lab's grading spec. Subclasses set the attributes and implement the
+    methods marked "subclass"."""
+
+    lab_id: str = ""
+    title: str = ""
+    notebook: str = ""  # e.g. "01_gemm_cpu.ipynb" in solutions/ and labs/
+    tier: str = "cpu"
+    functions: dict[str, tuple[str, ...]] = {}  # required function -> parameter names
+    allowed_imports: frozenset = frozenset({"numpy", "numba", "math"})
+    banned_names: frozenset = frozenset()
+    codegen: str = "default"  # kernellab.codegen profile the worker compiles under
+    compile_timeout_s: float = 300.0  # loading the submission + JIT warm-up
+    case_timeout_s: float = 20.0  # one correctness call
+    perf_timeout_s: float = 240.0  # the whole performance phase
+    memory_limit_bytes: int = 2 * 2**30
+    correctness_points: int = 60
+    performance_points: int = 40
+    max_worker_deaths: int = 3
+
+    # --- subclass ------------------------------------------------------------------------
+    def cases(self, hidden: HiddenCases) -> list[Case]:
+        raise NotImplementedError
+
+    def case_data(self, case: Case) -> CaseData:
+        raise NotImplementedError
+
+    def warmup_data(self) -> list[tuple[str, CaseData]]:
+        """Small calls that trigger JIT compilation (function name, data)."""
+        raise NotImplementedError
+
+    def check(self, case: Case, data: CaseData, outputs: dict[str, np.ndarray]):
+        """Compare the outputs with the golden reference (grader side). Returns a
+        :class:`kernellab.numerics.Comparison`."""
+        raise NotImplementedError
+
+    def perf_plan(self) -> dict:
+        """Parameters for the worker's performance measurement (JSON-serialisable)."""
+        raise NotImplementedError
+
+    def perf_rules(self, measured: dict) -> list[RuleResult]:
+        """Turn the worker's measurements into pass/fail rules (grader side)."""
+        raise NotImplementedError
+
+    # worker side (runs in the sandboxed process)
+    def measure(self, namespace: dict, plan: dict, workdir: Path) -> dict:
+        raise NotImplementedError

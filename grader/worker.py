@@ -1,0 +1,153 @@
+"""The sandboxed process that runs a submission (started by :mod:`grader.sandbox`).
+
+``python -m grader.worker LAB SUBMISSION.py WORKDIR FD_IN FD_OUT``
+
+It applies the lab's codegen profile and kernellab's thread settings *before* numba or numpy
+load, imports the submission as a module (a real file, so ``numba.njit(cache=True)`` caches
+it), and then answers one JSON request per line on FD_IN with one JSON reply on FD_OUT. The
+submission's own prints go to stdout/stderr, which the grader captures to files: they can never
+corrupt the protocol. Arrays travel as ``.npz`` files in WORKDIR.
+
+Requests: ``{"op": "load"}``, ``{"op": "call", "fn", "in", "out", "outputs", "call"}``,
+``{"op": "perf", "plan", "out"}``, ``{"op": "exit"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def _reply(fd: int, obj: dict) -> None:
+    data = (json.dumps(obj) + "\n").encode()
+    while data:
+        n = os.write(fd, data)
+        data = data[n:]
+
+
+def _read_lines(fd: int):
+    buf = b""
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            yield json.loads(line)
+
+
+def _user_frames(exc: BaseException, path: str) -> str:
+    """The part of a traceback inside the submission (plain words for the report)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+    where = ""
+    if frames:
+        f = frames[-1]
+        where = f" (your line {f.lineno}: {f.line.strip() if f.line else ''})"
+    msg = str(exc).strip().splitlines()
+    first = msg[0] if msg else ""
+    if len(first) > 300:
+        first = first[:300] + "…"
+    return f"{type(exc).__name__}: {first}{where}"
+
+
+def _describe_exception(exc: BaseException, path: str, mem_limit: int) -> str:
+    if isinstance(exc, MemoryError):
+        return (f"ran out of memory (the grader allows {mem_limit / 2**30:.1f} GiB): "
+                "does it allocate without bound?")
+    if isinstance(exc, SystemExit):
+        return f"called exit()/sys.exit() (code {exc.code!r}): a kernel must return normally"
+    if isinstance(exc, NotImplementedError):
+        return f"not implemented: {exc}" if str(exc) else "not implemented"
+    if isinstance(exc, RecursionError):
+        return "exceeded the recursion limit"
+    try:
+        from numba.core.errors import TypingError
+        if isinstance(exc, TypingError):
+            text = str(exc).strip().splitlines()
+            return "numba could not compile it: " + " ".join(t.strip() for t in text[:3])[:400]
+    except ImportError:  # pragma: no cover
+        pass
+    return _user_frames(exc, path)
+
+
+def _signature(ns: dict, name: str):
+    """Parameter names of ``ns[name]`` (a numba dispatcher's Python function too), None if it
+    is missing, "not callable" if it is not a function."""
+    import inspect
+
+    obj = ns.get(name)
+    if obj is None:
+        return None
+    if not callable(obj):
+        return "not callable"
+    target = getattr(obj, "py_func", obj)
+    try:
+        return list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        return "unknown"
+
+
+def main(argv: list[str]) -> int:
+    lab_id, sub_path, workdir, fd_in, fd_out = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4])
+    mem_limit = int(os.environ.get("KERNELLAB_GRADER_MEM", 0))
+    import kernellab  # noqa: F401  first: thread settings before numpy/numba load
+    from grader.labs import get_spec_class  # imports numpy, never numba
+    from kernellab import codegen
+
+    spec_cls = get_spec_class(lab_id)
+    codegen.apply(spec_cls.codegen)  # before numba compiles anything
+    import numpy as np
+
+    spec = spec_cls()
+    ns: dict = {}
+    for req in _read_lines(fd_in):
+        op = req.get("op")
+        if op == "exit":
+            return 0
+        try:
+            if op == "load":
+                import importlib.util
+
+                t0 = time.perf_counter()
+                mspec = importlib.util.spec_from_file_location("submission", sub_path)
+                module = importlib.util.module_from_spec(mspec)
+                sys.modules["submission"] = module
+                mspec.loader.exec_module(module)
+                ns = vars(module)
+                _reply(fd_out, {"ok": True, "seconds": time.perf_counter() - t0,
+                                "codegen": codegen.active(),
+                                "signatures": {f: _signature(ns, f) for f in req["functions"]}})
+            elif op == "call":
+                fn = ns[req["fn"]]
+                with np.load(req["in"]) as z:
+                    arrays = {k: z[k] for k in z.files}
+                for name, (shape, dtype) in req["outputs"].items():
+                    dt = np.dtype(dtype)
+                    fill = np.nan if dt.kind == "f" else np.iinfo(dt).min
+                    arrays[name] = np.full(tuple(shape), fill, dtype=dt)
+                args = [arrays[n] for n in req["call"]]
+                t0 = time.perf_counter()
+                ret = fn(*args)
+                dt_s = time.perf_counter() - t0
+                np.savez(req["out"], **arrays)
+                _reply(fd_out, {"ok": True, "seconds": dt_s,
+                                "returned": None if ret is None else type(ret).__name__})
+            elif op == "perf":
+                from pathlib import Path
+
+                measured = spec.measure(ns, req["plan"], Path(workdir))
+                _reply(fd_out, {"ok": True, "measured": measured})
+            else:
+                _reply(fd_out, {"ok": False, "error": f"unknown request {op!r}"})
+        except BaseException as exc:  # the submission's failure, reported in plain words
+            _reply(fd_out, {"ok": False, "error": _describe_exception(exc, sub_path, mem_limit),
+                            "kind": type(exc).__name__})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

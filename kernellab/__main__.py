@@ -1,0 +1,3 @@
+from kernellab.cli import main
+
+raise SystemExit(main())

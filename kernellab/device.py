@@ -1,0 +1,116 @@
+"""Device tiers (COURSE.md §4): ``gpu`` on a real NVIDIA GPU, else ``sim`` (Numba's CUDA
+simulator); ``cpu`` and ``npu`` tiers are named by the chapters that use them.
+
+The choice has to be made before ``numba.cuda`` is first imported, because numba-cuda reads
+``NUMBA_ENABLE_CUDASIM`` once, at import. Under the simulator ``numba.cuda.is_available()``
+returns True, so it cannot tell a GPU from the simulator: we probe the CUDA driver itself with
+ctypes (``cuInit`` then ``cuDeviceGetCount``, CUDA Driver API reference §6.3 and §6.5), which
+takes well under a millisecond and imports nothing.
+
+``KERNELLAB_DEVICE=gpu|sim`` forces a tier.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+
+TIERS = ("gpu", "sim")
+_chosen: dict = {}
+
+
+class DeviceError(RuntimeError):
+    """The requested device tier cannot be used (e.g. ``gpu`` forced without a GPU)."""
+
+
+def probe_cuda_driver() -> tuple[int, str]:
+    """Count CUDA devices through the driver library, without importing numba.
+
+    Returns ``(count, note)``: ``count`` is 0 when there is no driver, ``cuInit`` fails or it
+    reports no device; ``note`` says which.
+    """
+    names = ["libcuda.so.1", "libcuda.so", "nvcuda.dll"]
+    found = ctypes.util.find_library("cuda")
+    if found:
+        names.insert(0, found)
+    lib = None
+    for name in names:
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        return 0, "no CUDA driver library (libcuda) found"
+    rc = lib.cuInit(0)
+    if rc != 0:
+        return 0, f"cuInit failed (CUresult {rc})"
+    count = ctypes.c_int(0)
+    rc = lib.cuDeviceGetCount(ctypes.byref(count))
+    if rc != 0:
+        return 0, f"cuDeviceGetCount failed (CUresult {rc})"
+    return count.value, f"{count.value} CUDA device(s) found by the driver"
+
+
+def select_tier() -> str:
+    """Decide the GPU-side tier once per process and configure numba-cuda accordingly.
+
+    Returns ``"gpu"`` or ``"sim"``. Raises :class:`DeviceError` when ``KERNELLAB_DEVICE`` names an
+    unknown tier, when ``gpu`` is forced without a device, or when ``numba.cuda`` was already
+    imported in the other mode.
+    """
+    if _chosen:
+        return _chosen["tier"]
+    forced = os.environ.get("KERNELLAB_DEVICE", "").strip().lower() or None
+    if forced is not None and forced not in TIERS:
+        raise DeviceError(f"KERNELLAB_DEVICE={forced!r}: expected one of {', '.join(TIERS)}")
+    if forced == "sim":
+        count, note = 0, "simulator forced by KERNELLAB_DEVICE=sim"
+    else:
+        count, note = probe_cuda_driver()
+        if forced == "gpu" and count == 0:
+            raise DeviceError(f"KERNELLAB_DEVICE=gpu but no GPU is usable: {note}")
+    tier = "gpu" if count > 0 else "sim"
+    want_sim = tier == "sim"
+    if "numba.cuda" in sys.modules:
+        from numba.cuda.core import config as cuda_config
+        if bool(cuda_config.ENABLE_CUDASIM) != want_sim:
+            raise DeviceError(
+                "numba.cuda was imported before kernellab in the other mode "
+                f"(simulator={'on' if cuda_config.ENABLE_CUDASIM else 'off'}, wanted the "
+                f"{tier} tier): import kernellab first, in the notebook's first cell")
+    if want_sim:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    else:
+        os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
+    _chosen.update(tier=tier, note=note, gpu_count=count)
+    return tier
+
+
+def tier() -> str:
+    """The GPU-side tier of this process (``"gpu"`` or ``"sim"``), choosing it if needed."""
+    return select_tier()
+
+
+def simulator_active() -> bool:
+    """Read the mode back from numba-cuda's own configuration (imports ``numba.cuda``)."""
+    select_tier()
+    from numba.cuda.core import config as cuda_config
+    return bool(cuda_config.ENABLE_CUDASIM)
+
+
+def describe() -> dict:
+    """Tier, the reason it was chosen, and (on a GPU) the device name."""
+    t = select_tier()
+    out = {"tier": t, "reason": _chosen["note"]}
+    if t == "gpu":
+        try:
+            from numba import cuda
+            out["gpu_name"] = cuda.get_current_device().name
+            if isinstance(out["gpu_name"], bytes):
+                out["gpu_name"] = out["gpu_name"].decode()
+        except Exception as exc:  # pragma: no cover - needs a GPU
+            out["gpu_name"] = f"unknown ({exc})"
+    return out

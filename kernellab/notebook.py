@@ -1,0 +1,117 @@
+"""Lab notebooks: which cells are the student's, and how a solution becomes a lab.
+
+Conventions (nbgrader's markers, COURSE.md §8):
+
+* The cells a student fills in carry the cell tag ``solution``. The grader runs exactly those
+  cells, in order, and nothing else of the notebook.
+* Inside them, the reference answer sits between ``### BEGIN SOLUTION`` and
+  ``### END SOLUTION`` lines. Text after ``BEGIN SOLUTION`` (``### BEGIN SOLUTION: pack B
+  first``) is the one-line hint the stub shows.
+* ``kernellab release`` replaces each block with a stub at the block's indentation that raises
+  ``NotImplementedError`` with that hint.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+
+SOLUTION_TAG = "solution"
+BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION(?::\s*(?P<hint>.*\S))?\s*$")
+END = re.compile(r"^[ \t]*### END SOLUTION\s*$")
+DEFAULT_HINT = "replace this line with your implementation"
+
+
+class NotebookError(ValueError):
+    """A notebook breaks the lab conventions (unbalanced markers, no solution cells, bad JSON)."""
+
+
+def read(path: str | Path) -> nbformat.NotebookNode:
+    """Read a notebook (nbformat v4). Raises NotebookError if it is not a valid notebook."""
+    try:
+        return nbformat.read(str(path), as_version=4)
+    except Exception as exc:  # nbformat raises several types for bad JSON / schema
+        raise NotebookError(f"{path}: not a readable Jupyter notebook ({exc})") from None
+
+
+def is_solution_cell(cell) -> bool:
+    return cell.get("cell_type") == "code" and SOLUTION_TAG in cell.get("metadata", {}).get("tags", [])
+
+
+def stub_source(source: str, where: str = "") -> str:
+    """Replace every BEGIN/END SOLUTION block in ``source`` by a NotImplementedError stub.
+
+    Raises NotebookError on an unclosed or unopened block.
+    """
+    out, inside = [], None
+    for n, line in enumerate(source.splitlines(), 1):
+        m = BEGIN.match(line)
+        if m:
+            if inside is not None:
+                raise NotebookError(f"{where} line {n}: BEGIN SOLUTION inside another block")
+            inside = m
+            hint = (m.group("hint") or DEFAULT_HINT).replace('"', "'")
+            ind = m.group("indent")
+            out.append(f"{ind}# YOUR CODE HERE")
+            out.append(f'{ind}raise NotImplementedError("{hint}")')
+            continue
+        if END.match(line):
+            if inside is None:
+                raise NotebookError(f"{where} line {n}: END SOLUTION without BEGIN")
+            inside = None
+            continue
+        if inside is None:
+            out.append(line)
+    if inside is not None:
+        raise NotebookError(f"{where}: BEGIN SOLUTION never closed")
+    return "\n".join(out)
+
+
+def solution_lines(source: str) -> list[str]:
+    """The non-blank lines inside BEGIN/END SOLUTION blocks (to check none leaks into a lab)."""
+    lines, inside = [], False
+    for line in source.splitlines():
+        if BEGIN.match(line):
+            inside = True
+        elif END.match(line):
+            inside = False
+        elif inside and line.strip():
+            lines.append(line.strip())
+    return lines
+
+
+def make_lab(solution_nb) -> nbformat.NotebookNode:
+    """The student's version of a solution notebook: blocks stubbed, outputs cleared."""
+    nb = nbformat.from_dict(solution_nb)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+            cell.source = stub_source(cell.source, where=f"cell {i}")
+        elif BEGIN.search(cell.source or ""):
+            raise NotebookError(f"cell {i}: solution markers in a {cell.cell_type} cell")
+    return nb
+
+
+def submission_source(path: str | Path) -> str:
+    """The code the grader runs: a ``.py`` file as it is, or a notebook's ``solution`` cells in
+    order (IPython magics and shell lines commented out).
+
+    Raises NotebookError when a notebook has no cell tagged ``solution``.
+    """
+    path = Path(path)
+    if path.suffix != ".ipynb":
+        return path.read_text()
+    nb = read(path)
+    cells = [c for c in nb.cells if is_solution_cell(c)]
+    if not cells:
+        raise NotebookError(f"{path}: no code cell is tagged '{SOLUTION_TAG}' — the grader runs "
+                            "only those cells; restore the tags from the lab notebook")
+    parts = []
+    for c in cells:
+        lines = [("# (ipython) " + ln) if ln.lstrip().startswith(("%", "!")) else ln
+                 for ln in c.source.splitlines()]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,319 @@
+"""Numerical checks against float64 golden references (COURSE.md §6).
+
+A kernel's output is compared with a float64 reference computed from the *same rounded
+inputs* the kernel saw. :func:`compare` reports the max absolute and relative error, the error in
+ULPs of the output dtype, the worst index, the mismatch count and, for 2-D outputs, a per-tile
+mismatch map (wrong tiles only on the last tile row/column point at a tail bug).
+
+Tolerance policies
+------------------
+* :class:`Elementwise` — ``|out - ref| <= atol + rtol * |ref|`` with the dtype table of
+  ``torch.testing.assert_close`` (PyTorch docs, "torch.testing"): fp16 rtol 1e-3, bf16 1.6e-2,
+  fp32 1.3e-6, fp64 1e-7; atol 1e-5 (fp64: 1e-7).
+* :class:`KAware` — for GEMM-like reductions of length K, element-wise
+  ``|err| <= c * sqrt(K) * (u_acc + u_ref) * (|A| @ |B|) + u_out * |ref|`` plus a Frobenius-norm
+  check of the same form. The sqrt(K) growth is the probabilistic rounding-error bound of
+  Higham & Mary, "A New Approach to Probabilistic Rounding Error Analysis", SIAM J. Sci. Comput.
+  41(5), 2019, Thm 2.4 and §3 (inner products): with independent, mean-zero rounding errors the
+  computed inner product satisfies ``|err| <= lambda * sqrt(K) * u * (|a|^T |b|) + O(u^2)`` with
+  probability at least ``1 - 2K exp(-lambda^2 (1-u)^2 / 2)``. ``c = lambda = 6`` gives a failure
+  probability below 3e-8 * K per element even under that union bound, and far less in practice:
+  for mean-zero data the partial sums are much smaller than ``|a|^T |b|``. Accumulating in a
+  lower precision (u 2**13 times larger for fp16 than fp32) fails by orders of magnitude.
+  ``u_ref`` is the reference's own rounding (it is computed in finite
+  precision too); ``u_out`` covers the final rounding to the output dtype.
+* :class:`Exact` — integers: every element equal.
+
+A reference whose typical magnitude does not dwarf the policy's ``atol`` is an error in the lab
+spec (:class:`SpecError`): then an all-zero output could pass.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+try:  # bf16 lives in ml_dtypes
+    import ml_dtypes
+
+    _BF16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+    ml_dtypes = None
+    _BF16 = None
+
+
+class SpecError(ValueError):
+    """A lab specification is unsound (e.g. its reference values are too small for its atol)."""
+
+
+def _finfo(dtype):
+    dtype = np.dtype(dtype)
+    if _BF16 is not None and dtype == _BF16:
+        return ml_dtypes.finfo(dtype)
+    return np.finfo(dtype)
+
+
+def unit_roundoff(dtype) -> float:
+    """Unit roundoff u = 2**-(p) of a float dtype with p significand bits (incl. the hidden one).
+
+    float64 2**-53, float32 2**-24, float16 2**-11, bfloat16 2**-8 (IEEE 754-2019 §3.3;
+    Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §2.1).
+    Raises TypeError for non-float dtypes.
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f" and not (_BF16 is not None and dtype == _BF16):
+        raise TypeError(f"unit roundoff is defined for float dtypes, got {dtype}")
+    return float(2.0 ** -(_finfo(dtype).nmant + 1))
+
+
+def ulp(x: np.ndarray, dtype) -> np.ndarray:
+    """Size of one unit in the last place of ``dtype`` at the magnitude of ``x`` (float64 array).
+
+    Subnormal range: the spacing of the smallest normal's exponent minus the mantissa bits.
+    """
+    fi = _finfo(dtype)
+    ax = np.maximum(np.abs(np.asarray(x, dtype=np.float64)), float(fi.smallest_normal))
+    e = np.floor(np.log2(ax))
+    return np.exp2(e - fi.nmant)
+
+
+#: ``torch.testing.assert_close`` defaults (rtol, atol) by dtype name.
+ELEMENTWISE_TABLE = {
+    "float16": (1e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "float32": (1.3e-6, 1e-5),
+    "float64": (1e-7, 1e-7),
+}
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """``|out - ref| <= atol + rtol * |ref|``; defaults from :data:`ELEMENTWISE_TABLE`."""
+
+    dtype: str
+    rtol: float | None = None
+    atol: float | None = None
+    name: str = "elementwise"
+
+    def bounds(self, ref: np.ndarray) -> tuple[np.ndarray, float, float]:
+        rtol, atol = ELEMENTWISE_TABLE[np.dtype(self.dtype).name]
+        rtol = self.rtol if self.rtol is not None else rtol
+        atol = self.atol if self.atol is not None else atol
+        return atol + rtol * np.abs(ref), atol, rtol
+
+    def describe(self) -> str:
+        rtol, atol = ELEMENTWISE_TABLE[np.dtype(self.dtype).name]
+        return (f"elementwise {np.dtype(self.dtype).name}: |err| <= "
+                f"{self.atol if self.atol is not None else atol:g} + "
+                f"{self.rtol if self.rtol is not None else rtol:g}*|ref|")
+
+
+@dataclass(frozen=True)
+class KAware:
+    """K-aware bound for GEMM-like reductions (see the module docstring).
+
+    ``abs_product`` is ``|A| @ |B|`` in float64 (shape of the output); ``K`` the reduction length.
+    """
+
+    K: int
+    acc_dtype: str
+    out_dtype: str
+    abs_product: np.ndarray = field(repr=False, compare=False, default=None)
+    c: float = 6.0
+    ref_dtype: str = "float64"
+    name: str = "k-aware"
+
+    def coefficient(self) -> float:
+        return self.c * math.sqrt(self.K) * (unit_roundoff(self.acc_dtype)
+                                             + unit_roundoff(self.ref_dtype))
+
+    def bounds(self, ref: np.ndarray) -> tuple[np.ndarray, float, float]:
+        if self.abs_product is None:
+            raise SpecError("KAware needs abs_product = |A| @ |B| (float64)")
+        u_out = unit_roundoff(self.out_dtype)
+        bound = self.coefficient() * self.abs_product + u_out * np.abs(ref)
+        return bound, 0.0, u_out
+
+    def frobenius_bound(self, ref: np.ndarray) -> float:
+        """Bound on ||out - ref||_F / ||ref||_F."""
+        nref = float(np.linalg.norm(ref))
+        if nref == 0.0:
+            return math.inf
+        return (self.coefficient() * float(np.linalg.norm(self.abs_product))
+                + unit_roundoff(self.out_dtype) * nref) / nref
+
+    def describe(self) -> str:
+        return (f"K-aware: |err| <= {self.c:g}*sqrt(K={self.K})*(u_{np.dtype(self.acc_dtype).name}"
+                f"+u_ref)*(|A||B|) + u_{np.dtype(self.out_dtype).name}*|C|, plus Frobenius")
+
+
+@dataclass(frozen=True)
+class Exact:
+    """Every element equal (integer kernels)."""
+
+    name: str = "exact"
+
+    def bounds(self, ref: np.ndarray):
+        return np.zeros(ref.shape), 0.0, 0.0
+
+    def describe(self) -> str:
+        return "exact: every element equal"
+
+
+@dataclass
+class Comparison:
+    """Result of :func:`compare`. All errors are in float64 against the golden reference."""
+
+    ok: bool
+    policy: str
+    shape: tuple
+    n: int
+    mismatches: int
+    max_abs: float
+    max_rel: float
+    max_ulp: float
+    worst_index: tuple | None
+    worst_out: float | None
+    worst_ref: float | None
+    worst_bound: float | None
+    budget_used: float  # max over elements of |err| / bound (<= 1 passes)
+    nonfinite: int
+    frobenius_rel: float | None = None
+    frobenius_bound: float | None = None
+    tile: tuple | None = None
+    bad_tiles: list = field(default_factory=list)
+    tile_grid: tuple | None = None
+    message: str = ""
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["shape"] = list(self.shape)
+        d["worst_index"] = list(self.worst_index) if self.worst_index is not None else None
+        d["bad_tiles"] = [list(t) for t in self.bad_tiles]
+        d["tile"] = list(self.tile) if self.tile else None
+        d["tile_grid"] = list(self.tile_grid) if self.tile_grid else None
+        for k, v in d.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                d[k] = repr(v)
+        return d
+
+    def tile_map(self) -> str:
+        """ASCII map of the output tiles: ``#`` wrong, ``.`` right (2-D outputs only)."""
+        if not self.tile_grid:
+            return ""
+        grid = [["."] * self.tile_grid[1] for _ in range(self.tile_grid[0])]
+        for i, j in self.bad_tiles:
+            grid[i][j] = "#"
+        return "\n".join("".join(row) for row in grid)
+
+
+def check_reference_scale(ref: np.ndarray, atol: float, factor: float = 100.0) -> None:
+    """Raise :class:`SpecError` unless the median |ref| is at least ``factor`` x ``atol``."""
+    if atol <= 0 or ref.size == 0:
+        return
+    med = float(np.median(np.abs(ref)))
+    if med < factor * atol:
+        raise SpecError(f"reference magnitude (median |ref| = {med:.3g}) does not dwarf "
+                        f"atol = {atol:.3g}: an all-zero output could pass; rescale the inputs")
+
+
+def compare(out: np.ndarray, ref: np.ndarray, policy, *, out_dtype=None,
+            tile: tuple[int, int] | None = (32, 32)) -> Comparison:
+    """Compare ``out`` with the float64 golden ``ref`` under ``policy``.
+
+    Parameters
+    ----------
+    out : ndarray, any float/int dtype, same shape as ``ref``.
+    ref : ndarray, float64 (int64 for :class:`Exact`).
+    policy : :class:`Elementwise`, :class:`KAware` or :class:`Exact`.
+    out_dtype : dtype for the ULP figures (default ``out.dtype``).
+    tile : tile shape of the per-tile mismatch map for 2-D outputs (None: no map).
+
+    Raises ValueError if the shapes differ (check shape and dtype before comparing values).
+    """
+    out = np.asarray(out)
+    ref = np.asarray(ref)
+    if out.shape != ref.shape:
+        raise ValueError(f"shape {out.shape} differs from the reference's {ref.shape}")
+    out_dtype = np.dtype(out_dtype or out.dtype)
+    exact = isinstance(policy, Exact)
+    if exact:
+        diff = np.abs(out.astype(np.int64) - ref.astype(np.int64)).astype(np.float64)
+        o64 = out.astype(np.float64)
+        nonfinite = np.zeros(out.shape, bool)
+    else:
+        o64 = out.astype(np.float64)
+        nonfinite = ~np.isfinite(o64) & np.isfinite(ref)
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.abs(o64 - ref)
+        diff = np.where(nonfinite, np.inf, diff)
+        diff = np.where(np.isnan(diff), np.inf, diff)
+    bound, _, _ = policy.bounds(ref)
+    bad = diff > bound
+    n_bad = int(bad.sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        used = np.where(bound > 0, diff / np.where(bound > 0, bound, 1), np.where(diff > 0, np.inf, 0))
+        rel = np.where(np.abs(ref) > 0, diff / np.abs(ref), np.where(diff > 0, np.inf, 0))
+        ulps = (diff / ulp(ref, out_dtype)) if out_dtype.kind == "f" or (
+            _BF16 is not None and out_dtype == _BF16) else diff
+    if out.size:
+        w = np.unravel_index(int(np.argmax(used)), out.shape)
+        worst = (tuple(int(i) for i in w), float(o64[w]), float(ref[w]), float(bound[w]))
+    else:
+        worst = (None, None, None, None)
+    res = Comparison(
+        ok=n_bad == 0, policy=policy.describe(), shape=tuple(out.shape), n=int(out.size),
+        mismatches=n_bad, max_abs=float(diff.max()) if out.size else 0.0,
+        max_rel=float(rel.max()) if out.size else 0.0,
+        max_ulp=float(ulps.max()) if out.size else 0.0,
+        worst_index=worst[0], worst_out=worst[1], worst_ref=worst[2], worst_bound=worst[3],
+        budget_used=float(used.max()) if out.size else 0.0, nonfinite=int(nonfinite.sum()),
+    )
+    if isinstance(policy, KAware) and out.size:
+        nref = float(np.linalg.norm(ref))
+        fr = float(np.linalg.norm(np.where(np.isfinite(diff), diff, 0.0))) / nref if nref else 0.0
+        if res.nonfinite:
+            fr = math.inf
+        res.frobenius_rel, res.frobenius_bound = fr, policy.frobenius_bound(ref)
+        if fr > res.frobenius_bound:
+            res.ok = False
+    if tile and out.ndim == 2 and out.size:
+        th, tw = tile
+        gi, gj = -(-out.shape[0] // th), -(-out.shape[1] // tw)
+        padded = np.zeros((gi * th, gj * tw), bool)
+        padded[: out.shape[0], : out.shape[1]] = bad
+        per_tile = padded.reshape(gi, th, gj, tw).any(axis=(1, 3))
+        res.tile, res.tile_grid = (th, tw), (gi, gj)
+        res.bad_tiles = [(int(i), int(j)) for i, j in zip(*np.nonzero(per_tile))]
+    res.message = _explain(res)
+    return res
+
+
+def _explain(res: Comparison) -> str:
+    if res.ok:
+        return (f"ok: max abs err {res.max_abs:.3g}, {res.max_ulp:.3g} ulp, "
+                f"{100 * res.budget_used:.1f}% of the error budget")
+    parts = []
+    if res.nonfinite:
+        parts.append(f"{res.nonfinite} element(s) are NaN/inf where the reference is finite "
+                     "(outputs start as NaN: were some never written?)")
+    if res.mismatches:
+        parts.append(f"{res.mismatches} of {res.n} elements outside the tolerance; worst at "
+                     f"{res.worst_index}: got {res.worst_out:.7g}, expected {res.worst_ref:.7g} "
+                     f"(allowed error {res.worst_bound:.3g})")
+    if res.frobenius_rel is not None and res.frobenius_bound is not None and \
+            res.frobenius_rel > res.frobenius_bound:
+        parts.append(f"Frobenius relative error {res.frobenius_rel:.3g} > bound "
+                     f"{res.frobenius_bound:.3g}")
+    if res.bad_tiles and res.tile_grid:
+        gi, gj = res.tile_grid
+        edge = all(i == gi - 1 or j == gj - 1 for i, j in res.bad_tiles)
+        if edge and len(res.bad_tiles) < gi * gj:
+            parts.append("only the last tile row/column is wrong: look for a tail (boundary) bug")
+        elif len(res.bad_tiles) == gi * gj:
+            parts.append("every output tile is wrong")
+        else:
+            parts.append(f"{len(res.bad_tiles)} of {gi * gj} output tiles are wrong")
+    return "; ".join(parts)

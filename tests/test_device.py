@@ -1,0 +1,64 @@
+"""Tier selection happens before numba.cuda loads and reads back from numba's own config."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kernellab import device
+
+
+def run(code, **env):
+    e = dict(os.environ)
+    e.pop("KERNELLAB_DEVICE", None)
+    e.pop("NUMBA_ENABLE_CUDASIM", None)
+    e.update(env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e,
+                          timeout=120)
+
+
+def test_probe_is_fast_and_safe():
+    import time
+    t0 = time.perf_counter()
+    count, note = device.probe_cuda_driver()
+    assert time.perf_counter() - t0 < 0.5
+    assert count >= 0 and isinstance(note, str) and note
+
+
+def test_auto_tier_matches_driver_and_numba_config():
+    count, _ = device.probe_cuda_driver()
+    r = run("import kernellab; from kernellab import device; "
+            "print(kernellab.TIER, device.simulator_active())")
+    assert r.returncode == 0, r.stderr
+    tier, sim = r.stdout.split()
+    assert tier == ("gpu" if count else "sim")
+    assert sim == str(tier == "sim")
+
+
+def test_forced_sim_enables_numba_simulator():
+    r = run("import kernellab\nfrom numba import cuda\n"
+            "from numba.cuda.core import config\nprint(kernellab.TIER, config.ENABLE_CUDASIM)",
+            KERNELLAB_DEVICE="sim")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["sim", "1"]
+
+
+def test_bad_tier_value_is_a_clear_error():
+    r = run("import kernellab", KERNELLAB_DEVICE="tpu")
+    assert r.returncode != 0
+    assert "KERNELLAB_DEVICE='tpu'" in r.stderr
+
+
+@pytest.mark.skipif(device.probe_cuda_driver()[0] > 0, reason="machine has a GPU")
+def test_forcing_gpu_without_one_says_why():
+    r = run("import kernellab", KERNELLAB_DEVICE="gpu")
+    assert r.returncode != 0
+    assert "no GPU is usable" in r.stderr
+
+
+def test_numba_cuda_imported_first_in_other_mode_is_detected():
+    r = run("import os\nos.environ['NUMBA_ENABLE_CUDASIM']='0'\nfrom numba import cuda\n"
+            "import kernellab", KERNELLAB_DEVICE="sim")
+    assert r.returncode != 0
+    assert "import kernellab first" in r.stderr
