@@ -1,0 +1,80 @@
+"""In-notebook checks: the lab's visible cases and performance rules, run in the notebook's own
+process so a student sees results in seconds while working.
+
+This is feedback, not grading: it runs the student's function directly (no sandbox, no static
+rules, no hidden cases). ``kernellab grade LAB NOTEBOOK`` is the real thing.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from grader.labs import get_spec_class
+from grader.report import CaseResult
+from grader.runner import _check_case
+
+
+def check(lab_id: str, fn, *, limit: int | None = None, verbose: bool = True) -> bool:
+    """Run ``fn`` on the lab's visible cases; print one line per case. Returns True if all pass.
+
+    ``limit`` runs only the first ``limit`` cases. Exceptions raised by ``fn`` are reported per
+    case, not raised.
+    """
+    from grader.spec import HiddenCases
+
+    spec = get_spec_class(lab_id)()
+    cases = spec.cases(HiddenCases())[:limit]
+    results: list[CaseResult] = []
+    for case in cases:
+        data = spec.case_data(case)
+        arrays = {k: v.copy() for k, v in data.inputs.items()}
+        for name, (shape, dtype) in data.outputs.items():
+            arrays[name] = np.full(shape, np.nan, dtype=dtype)
+        try:
+            ret = fn(*[arrays[n] for n in data.call])
+            r = {"ok": True, "arrays": arrays,
+                 "returned": None if ret is None else type(ret).__name__}
+        except NotImplementedError as exc:
+            r = {"ok": False, "error": f"not implemented: {exc}"}
+        except Exception as exc:  # feedback for the student, one line per case
+            r = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        res = _check_case(spec, case, data, r)
+        results.append(res)
+        if verbose:
+            cm = res.comparison or {}
+            figs = (f"max abs err {cm['max_abs']:.2e}, {cm['max_ulp']:.3g} ulp, "
+                    f"{100 * cm['budget_used']:.0f}% of budget") if cm else ""
+            print(f"{'pass' if res.passed else 'FAIL'}  {case.name:<22} {figs}"
+                  + ("" if res.passed else f"\n      {res.error}"))
+            if res.tile_map:
+                print("      output tiles (# wrong):\n" + "\n".join(
+                    "        " + row for row in res.tile_map.splitlines()[:16]))
+    ok = all(r.passed for r in results)
+    if verbose:
+        print(f"{sum(r.passed for r in results)}/{len(results)} cases pass")
+    return ok
+
+
+def performance(lab_id: str, fn, *, verbose: bool = True, **plan_overrides) -> list:
+    """Measure ``fn`` by the lab's performance rules, in this process. Returns the RuleResults.
+
+    ``plan_overrides`` change the measurement plan (e.g. ``rounds=3``) for a quicker look.
+    """
+    spec = get_spec_class(lab_id)()
+    plan = {**spec.perf_plan(), **plan_overrides}
+    with tempfile.TemporaryDirectory() as d:
+        measured = spec.measure({next(iter(spec.functions)): fn}, plan, Path(d))
+    rules = spec.perf_rules(measured)
+    if verbose:
+        print(measured["setup"]["description"])
+        for r in rules:
+            spread = f" ({r.spread[0]:.3g}–{r.spread[1]:.3g})" if r.spread else ""
+            print(f"{'pass' if r.passed else 'FAIL'}  {r.name:<38} {r.measured:.3g}{r.unit}"
+                  f"{spread}  {r.op} {r.threshold:g}{r.unit}")
+            if r.detail:
+                print(f"      {r.detail}")
+        print(f"threads: {measured['setup']['threads_note']}")
+    return rules

@@ -1,0 +1,103 @@
+"""Single-source labs: labs/ is generated from solutions/, up to date, and leaks nothing."""
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from kernellab import notebook
+from kernellab.release import release
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_labs_are_up_to_date():
+    status, msgs = release(ROOT, check=True)
+    assert status == 0, "\n".join(msgs)
+
+
+def test_every_solution_has_a_lab_and_solution_cells():
+    sols = sorted((ROOT / "solutions").glob("*.ipynb"))
+    assert sols, "no solution notebooks"
+    for s in sols:
+        nb = notebook.read(s)
+        assert any(notebook.is_solution_cell(c) for c in nb.cells), s
+        assert (ROOT / "labs" / s.name).exists()
+
+
+@pytest.mark.parametrize("sol", sorted((ROOT / "solutions").glob("*.ipynb")), ids=lambda p: p.name)
+def test_no_solution_line_leaks_into_the_lab(sol):
+    lab = notebook.read(ROOT / "labs" / sol.name)
+    lab_text = "\n".join(c.source for c in lab.cells)
+    secret = [ln for c in notebook.read(sol).cells if c.cell_type == "code"
+              for ln in notebook.solution_lines(c.source)]
+    assert secret, "the solution has no BEGIN/END SOLUTION block"
+    # lines that are pure syntax ("return", "else:") may legitimately appear elsewhere
+    leaks = [ln for ln in secret if len(ln) > 12 and ln in lab_text]
+    assert not leaks, f"solution lines found in the lab: {leaks[:5]}"
+    assert "### BEGIN SOLUTION" not in lab_text
+    assert "NotImplementedError" in lab_text
+    for c in lab.cells:
+        if c.cell_type == "code":
+            assert not c.outputs and c.execution_count is None
+
+
+def test_committed_notebooks_have_no_outputs():
+    for p in list((ROOT / "solutions").glob("*.ipynb")) + list((ROOT / "chapters").glob("*.ipynb")):
+        nb = nbformat.read(str(p), as_version=4)
+        for c in nb.cells:
+            if c.cell_type == "code":
+                assert not c.outputs, f"{p.name} is committed with outputs"
+
+
+def test_stub_keeps_indentation_and_hint():
+    src = ("def f(x):\n    y = 1\n    ### BEGIN SOLUTION: loop over k\n    return x + y\n"
+           "    ### END SOLUTION\n")
+    out = notebook.stub_source(src)
+    assert out.splitlines() == ["def f(x):", "    y = 1", "    # YOUR CODE HERE",
+                                '    raise NotImplementedError("loop over k")']
+
+
+@pytest.mark.parametrize("src", ["### BEGIN SOLUTION\nx = 1\n",
+                                 "x = 1\n### END SOLUTION\n",
+                                 "### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n"])
+def test_unbalanced_markers_are_errors(src):
+    with pytest.raises(notebook.NotebookError):
+        notebook.stub_source(src)
+
+
+def test_release_writes_and_check_detects_stale(tmp_path):
+    (tmp_path / "solutions").mkdir()
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("def g():\n    ### BEGIN SOLUTION\n    return 42\n"
+                                     "    ### END SOLUTION\n")
+    cell.metadata["tags"] = ["solution"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# t"), cell]
+    nbformat.write(nb, str(tmp_path / "solutions" / "09_t.ipynb"))
+    assert release(tmp_path, check=True)[0] == 1  # missing
+    assert release(tmp_path)[0] == 0
+    assert release(tmp_path, check=True)[0] == 0
+    lab = notebook.read(tmp_path / "labs" / "09_t.ipynb")
+    assert "return 42" not in lab.cells[1].source
+    assert lab.cells[1].metadata["tags"] == ["solution"]
+    (tmp_path / "labs" / "10_extra.ipynb").write_text((tmp_path / "labs" / "09_t.ipynb").read_text())
+    status, msgs = release(tmp_path, check=True)
+    assert status == 1 and any("extra" in m for m in msgs)
+
+
+def test_submission_source_runs_only_solution_cells(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    c1 = nbformat.v4.new_code_cell("%matplotlib inline\nimport numpy as np")
+    c1.metadata["tags"] = ["solution"]
+    c2 = nbformat.v4.new_code_cell("print('not graded')")
+    c3 = nbformat.v4.new_code_cell("def gemm(A, B, C):\n    pass")
+    c3.metadata["tags"] = ["solution"]
+    nb.cells = [c1, c2, c3]
+    p = tmp_path / "x.ipynb"
+    nbformat.write(nb, str(p))
+    src = notebook.submission_source(p)
+    assert "not graded" not in src and "def gemm" in src and "# (ipython) %matplotlib" in src
+    nb.cells = [c2]
+    nbformat.write(nb, str(p))
+    with pytest.raises(notebook.NotebookError, match="tagged 'solution'"):
+        notebook.submission_source(p)
