@@ -176,4 +176,6 @@ def _f(x) -> str:
 def _pct(x) -> str:
     if isinstance(x, str):
         return x
-    return "-" if x is None else f"{100 * x:.0f}%"
+    if x is None:
+        return "-"
+    return f"{100 * x:.0f}%" if x < 100 else f">{100 * 100:.0f}%"

@@ -72,14 +72,39 @@ class _Session:
         if any(not s["ok"] for s in self.report.signatures):
             self.load_error = "; ".join(s["message"] for s in self.report.signatures if not s["ok"])
             return False
-        for i, (fn, data) in enumerate(spec.warmup_data()):
-            left = spec.compile_timeout_s - (time.perf_counter() - t0)
+        # Compile numba entry points without running them (own budget); entry points that are
+        # plain Python compile what they call on their first call, so that first call gets the
+        # compile budget too.
+        by_fn: dict[str, list[CaseData]] = {}
+        for fn, data in spec.warmup_data():
+            by_fn.setdefault(fn, []).append(data)
+        for fn, datas in by_fn.items():
+            paths = []
+            for i, data in enumerate(datas):
+                p = self.workdir / f"compile_{fn}_{i}.npz"
+                np.savez(p, **data.inputs)
+                paths.append(str(p))
+            d0 = datas[0]
             try:
-                self._call(fn, data, f"warmup{i}", max(left, 1.0))
+                r = self.worker.request(
+                    {"op": "compile", "fn": fn, "in": paths, "call": d0.call,
+                     "outputs": {k: [list(sh), dt] for k, (sh, dt) in d0.outputs.items()}},
+                    spec.compile_timeout_s)
             except WorkerDied as exc:
                 self._died()
-                self.load_error = f"compiling/warming up the submission {exc}"
+                self.load_error = f"compiling the submission {exc}"
                 return False
+            if not r.get("ok"):
+                self.load_error = f"compiling the submission failed: {r.get('error')}"
+                return False
+            if not r.get("compiled"):
+                for i, data in enumerate(datas):
+                    try:
+                        self._call(fn, data, f"warmup{i}", spec.first_call_timeout_s)
+                    except WorkerDied as exc:
+                        self._died()
+                        self.load_error = (f"the first call (which compiles what {fn} calls) {exc}")
+                        return False
         self.report.compile_seconds = round(time.perf_counter() - t0, 2)
         return True
 
@@ -173,14 +198,15 @@ def _check_case(spec, case: Case, data: CaseData, r: dict) -> CaseResult:
         res.error = cmp.message
         if r.get("returned") and all(np.isnan(o).all() for o in outs.values()
                                      if o.dtype.kind == "f"):
-            res.error = (f"returned a {r['returned']} but left the output unwritten: write the "
-                         "result into the output array the caller passes (kernel style)")
+            res.error = (f"returned a value (of type {r['returned']}) but left the output "
+                         "unwritten: write the result into the output array the caller passes "
+                         "(kernel style)")
     return res
 
 
 def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = None,
           run_performance: bool = True, case_timeout_s: float | None = None,
-          progress=None) -> Report:
+          first_call_timeout_s: float | None = None, progress=None) -> Report:
     """Grade ``submission`` (a lab notebook or a ``.py``) for ``lab_id``; returns the Report.
 
     Raises grader.labs.UnknownLab for an unknown lab and ValueError for a bad hidden-case file
@@ -189,6 +215,8 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
     spec = get_spec_class(lab_id)()
     if case_timeout_s is not None:
         spec.case_timeout_s = case_timeout_s
+    if first_call_timeout_s is not None:
+        spec.first_call_timeout_s = first_call_timeout_s
     hidden_cases = HiddenCases.load(hidden)
     report = Report.start(spec, str(submission))
     say = progress or (lambda msg: None)

@@ -101,6 +101,7 @@ class LabSpec:
     codegen: str = "default"  # kernellab.codegen profile the worker compiles under
     compile_timeout_s: float = 300.0  # loading the submission + JIT warm-up
     case_timeout_s: float = 20.0  # one correctness call
+    first_call_timeout_s: float = 60.0  # a plain-Python entry's first call (compiles its callees)
     perf_timeout_s: float = 240.0  # the whole performance phase
     memory_limit_bytes: int = 2 * 2**30
     correctness_points: int = 60

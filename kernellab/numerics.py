@@ -201,7 +201,7 @@ class Comparison:
 
     def tile_map(self) -> str:
         """ASCII map of the output tiles: ``#`` wrong, ``.`` right (2-D outputs only)."""
-        if not self.tile_grid:
+        if not self.tile_grid or self.tile_grid[0] * self.tile_grid[1] < 2:
             return ""
         grid = [["."] * self.tile_grid[1] for _ in range(self.tile_grid[0])]
         for i, j in self.bad_tiles:

@@ -20,9 +20,8 @@ per-round ratios measured interleaved in one process:
 Thresholds were set from measurements on the course machine (2-core AMD EPYC Zen 4, see
 ``tests/test_grader_gemm_cpu.py`` and the README's benchmark table) so that the reference solution
 passes with at least a 1.5x margin and a plain unblocked ikj loop with ``prange`` fails.
-The submission is compiled under the ``fast-gemm`` codegen profile of chapter 1 (LLVM's SLP
-vectoriser on, loop vectoriser off, 512-bit vectors allowed: :mod:`kernellab.codegen`); so is
-the naive baseline, in the same process.
+The submission and the naive baseline are compiled with numba's default settings, in the same
+process (chapter 1's ``fast-gemm`` codegen profile is a lesson, not a grading condition).
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ PERF_N_NAIVE = 512  # the naive kernel takes seconds at 1024; its ratio is taken
 PERF_ROUNDS = 5
 PERF_THREADS = 2
 MIN_SPEEDUP_NAIVE = 20.0
-MIN_FRACTION_NUMPY = 0.25
+MIN_FRACTION_NUMPY = 0.50
 
 VISIBLE_SHAPES = [  # (M, N, K)
     (1, 1, 1), (2, 3, 1), (3, 1, 2), (1, 257, 3), (31, 33, 65), (33, 31, 127),
@@ -63,7 +62,7 @@ class GemmCPU(LabSpec):
     functions = {"gemm": ("A", "B", "C")}
     allowed_imports = frozenset({"numpy", "numba", "math"})
     banned_names = frozenset({"gemm_naive", "gemm_golden", "gemm_abs_product"})
-    codegen = "fast-gemm"
+    codegen = "default"
 
     def cases(self, hidden: HiddenCases) -> list[Case]:
         out = []
@@ -130,7 +129,11 @@ class GemmCPU(LabSpec):
         """Worker side: two interleaved groups in one process, fresh inputs for every call:
         submission vs numpy.matmul at ``n``; submission vs the naive kernel at ``n_naive``."""
         from kernellab import machine, threads, timing
-        from kernellab.kernels.gemm_cpu import gemm_v1 as naive
+        import numba
+
+        from reference_kernels.gemm import gemm_naive
+
+        naive = numba.njit(cache=True)(gemm_naive)
 
         dt = np.dtype(plan["dtype"])
         fn = namespace["gemm"]

@@ -1,15 +1,12 @@
-# Known wrong: accumulates in float16 (must fail the K-aware tolerance).
-import numba
+# Known wrong: accumulates in float16 (must fail the K-aware tolerance). Numba has no float16 on
+# the CPU, so this one is plain numpy, a row at a time.
 import numpy as np
 
 
-@numba.njit(cache=True)
 def gemm(A, B, C):
     M, K = A.shape
-    N = B.shape[1]
     for i in range(M):
-        for j in range(N):
-            acc = np.float16(0.0)
-            for k in range(K):
-                acc = np.float16(acc + np.float16(A[i, k]) * np.float16(B[k, j]))
-            C[i, j] = acc
+        acc = np.zeros(B.shape[1], np.float16)
+        for k in range(K):
+            acc = (acc + (A[i, k] * B[k]).astype(np.float16)).astype(np.float16)
+        C[i] = acc

@@ -1,0 +1,211 @@
+"""``make bench``: chapter 1's CPU GEMM ladder against numpy.matmul, measured interleaved.
+
+Runs every kernel of :data:`kernellab.kernels.gemm_cpu.LADDER` (plus a plain ikj loop with
+``prange`` over i, the kind of kernel a lab's speed threshold must reject) on fp32 N x N x N
+matrices with a fixed number of threads, round-robin with numpy.matmul (OpenBLAS) in the same
+process (:func:`kernellab.timing.interleaved`): each round calls numpy and every kernel once, so
+drifting load on a shared machine hits all of them alike. Prints, per kernel, GFLOP/s and the
+ratio to numpy in the same round (median and min-max over rounds), the first-call time (JIT
+compilation or loading from Numba's cache), the machine and its nominal peak, the thread
+control in effect and the code-generation profile; writes the same as JSON to
+``benchmarks/results/gemm_cpu.json``.
+
+The process runs under the ``fast_gemm`` code-generation profile (:mod:`kernellab.codegen`),
+applied before anything defines a Numba function; ``--profile default`` measures Numba's
+defaults instead (written to ``gemm_cpu_default.json``). Every kernel's output is checked
+against a float64 reference with the K-aware tolerance after timing. Speed is never pass/fail:
+the exit status is 0 unless the script itself crashes (COURSE.md §7).
+
+Usage: ``python benchmarks/bench_gemm_cpu.py [--n 1024] [--rounds 7] [--threads 2] [--quick]
+[--profile fast_gemm|default] [--out PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script from a source checkout
+    sys.path.insert(0, str(ROOT))
+
+import kernellab  # noqa: E402,F401  (thread settings before numpy/numba load)
+from kernellab import codegen  # noqa: E402
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=int, default=None, help="M = N = K (default 1024; 512 with --quick)")
+    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7; 3 "
+                   "with --quick)")
+    p.add_argument("--threads", type=int, default=2, help="threads for numba and the BLAS")
+    p.add_argument("--quick", action="store_true", help="smaller and fewer: a smoke run")
+    p.add_argument("--profile", default="fast_gemm", choices=codegen.PROFILES,
+                   help="code-generation profile (kernellab.codegen)")
+    p.add_argument("--out", default=None, help="JSON output path")
+    args = p.parse_args(argv)
+    args.n = args.n or (512 if args.quick else 1024)
+    args.rounds = args.rounds or (3 if args.quick else 7)
+    if args.n < 1 or args.rounds < 1 or args.threads < 1:
+        p.error("--n, --rounds and --threads must be >= 1")
+    if args.out is None:
+        name = "gemm_cpu.json" if args.profile == "fast_gemm" else f"gemm_cpu_{args.profile}.json"
+        args.out = str(ROOT / "benchmarks" / "results" / name)
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    codegen.apply(args.profile)  # before any @njit function exists
+
+    import numpy as np
+    from numba import njit, prange
+
+    from kernellab import machine, numerics, threads, timing
+    from kernellab.kernels import gemm_cpu
+    from reference_kernels.gemm import gemm_abs_product, gemm_golden
+
+    @njit(cache=True, parallel=True)
+    def ikj_prange(A, B, C):
+        # What a first parallel attempt looks like: loop order ikj, prange over rows, 2-D indexing.
+        M, K = A.shape
+        N = B.shape[1]
+        for i in prange(M):
+            for j in range(N):
+                C[i, j] = 0
+            for k in range(K):
+                a = A[i, k]
+                for j in range(N):
+                    C[i, j] += a * B[k, j]
+
+    n, dtype = args.n, np.float32
+    rng = np.random.default_rng(20240601)
+    A = rng.standard_normal((n, n)).astype(dtype)
+    B = rng.standard_normal((n, n)).astype(dtype)
+    A0, B0 = A.copy(), B.copy()
+
+    def setup():
+        return A, B, np.full((n, n), np.nan, dtype)
+
+    fns = {"numpy": lambda A, B, C: np.matmul(A, B, out=C)}
+    descriptions = {"numpy": "numpy.matmul (the BLAS numpy loads), the baseline"}
+    for name, kernel in gemm_cpu.LADDER.items():
+        fns[name] = kernel
+        descriptions[name] = kernel.description
+    fns["ikj_prange"] = ikj_prange
+    descriptions["ikj_prange"] = ("not in the ladder: plain ikj, prange over i, 2-D indexing "
+                                  "(a lab threshold must fail it)")
+
+    # First calls: JIT compilation, or loading from the profile's on-disk cache.
+    first_call = {}
+    with threads.pin(args.threads):
+        small = (np.ones((8, 8), dtype), np.ones((8, 8), dtype), np.empty((8, 8), dtype))
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn(*small)
+            first_call[name] = time.perf_counter() - t0
+
+    result = timing.interleaved(fns, baseline="numpy", setup=setup, warmup=1,
+                                rounds=args.rounds, threads_=args.threads)
+
+    # Correctness after timing, on the same inputs (the kernels must not have changed them).
+    ref = gemm_golden(A, B)
+    policy = numerics.KAware(K=n, acc_dtype=dtype, out_dtype=dtype,
+                             abs_product=gemm_abs_product(A, B))
+    checks = {}
+    with threads.pin(args.threads):
+        for name, fn in fns.items():
+            C = np.full((n, n), np.nan, dtype)
+            fn(A, B, C)
+            cmp = numerics.compare(C, ref, policy, tile=None)
+            checks[name] = {"ok": bool(cmp.ok), "max_abs": cmp.max_abs,
+                            "budget_used": cmp.budget_used, "message": cmp.message}
+    inputs_unchanged = bool(np.array_equal(A, A0) and np.array_equal(B, B0))
+
+    flops = gemm_cpu.gemm_flops(n, n, n)
+    cpu = machine.cpu_info()
+    cores = min(args.threads, cpu.cores)
+    peak = cpu.peak_flops(dtype, cores=cores)
+    rows = []
+    for name in fns:
+        t = result.timings[name]
+        gf = [timing.gflops(flops, s) for s in t.times]
+        ratios = result.speedups[name]
+        rows.append({
+            "name": name, "description": descriptions[name],
+            "gflops_median": timing.gflops(flops, t.median),
+            "gflops_min": min(gf), "gflops_max": max(gf),
+            "ratio_median": result.speedup(name),
+            "ratio_min": min(ratios), "ratio_max": max(ratios),
+            "pct_of_peak": 100 * timing.gflops(flops, t.median) * 1e9 / peak,
+            "first_call_s": first_call[name], "correct": checks[name]["ok"],
+            "check": checks[name],
+        })
+
+    report = {
+        "benchmark": "gemm_cpu", "date": datetime.datetime.now().astimezone().isoformat(
+            timespec="seconds"),
+        "n": n, "dtype": np.dtype(dtype).name, "threads": args.threads, "rounds": args.rounds,
+        "flops_per_call": flops,
+        "machine": {"model": cpu.model, "cores": cpu.cores, "isa": cpu.isa,
+                    "simd_bits": cpu.simd_bits, "fma_units": cpu.fma_units, "ghz": cpu.ghz,
+                    "peak_gflops": peak / 1e9, "peak_formula": cpu.formula(dtype).replace(
+                        f"{cpu.cores} cores", f"{cores} cores", 1) if cores != cpu.cores
+                    else cpu.formula(dtype)},
+        "codegen": codegen.describe(),
+        "thread_status": result.thread_status,
+        "inputs_unchanged": inputs_unchanged,
+        "results": rows,
+        "timing": result.to_dict(),
+    }
+    print_report(report)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    print(f"\nwritten: {out}")
+    return 0
+
+
+def print_report(r: dict) -> None:
+    m = r["machine"]
+    print(f"CPU GEMM ladder, {r['dtype']} M=N=K={r['n']}, {r['threads']} thread(s), "
+          f"{r['rounds']} interleaved rounds, {r['date']}")
+    print(f"machine: {m['model']}, {m['cores']} cores, {m['isa']}; nominal peak "
+          f"{m['peak_formula']} (an upper bound)")
+    cg = r["codegen"]
+    s = cg["settings"]
+    print(f"codegen profile: {cg['profile']} (SLP={s['NUMBA_SLP_VECTORIZE']}, "
+          f"loop-vectorize={s['NUMBA_LOOP_VECTORIZE']}, OPT={s['NUMBA_OPT']}, 256-bit preferred="
+          f"{cg['prefer_256_bit']}; numba {cg['numba']}, llvmlite {cg['llvmlite']})")
+    ts = r["thread_status"]
+    print(f"threads: {ts.get('note')}; numba threads {ts.get('numba_threads')} "
+          f"({ts.get('numba_threading_layer')})")
+    print()
+    head = (f"{'kernel':<12} {'GFLOP/s':>8} {'(min-max)':>15} {'% numpy':>8} {'(min-max)':>13} "
+            f"{'% peak':>7} {'1st call':>8}  ok")
+    print(head)
+    print("-" * len(head))
+    for row in r["results"]:
+        print(f"{row['name']:<12} {row['gflops_median']:8.1f} "
+              f"{'(' + format(row['gflops_min'], '.1f') + '-' + format(row['gflops_max'], '.1f') + ')':>15} "
+              f"{100 * row['ratio_median']:7.0f}% "
+              f"{'(' + format(100 * row['ratio_min'], '.0f') + '-' + format(100 * row['ratio_max'], '.0f') + '%)':>13} "
+              f"{row['pct_of_peak']:6.0f}% {row['first_call_s']:7.2f}s  "
+              f"{'yes' if row['correct'] else 'WRONG: ' + row['check']['message']}")
+    print()
+    for row in r["results"]:
+        print(f"  {row['name']:<12} {row['description']}")
+    if not r["inputs_unchanged"]:
+        print("\nWARNING: a kernel modified its inputs A or B")
+    if cg["profile"] != "fast_gemm":
+        print(f"\nnote: profile {cg['profile']!r}: v4/v5 are built for 'fast_gemm' "
+              "(kernellab.codegen); under Numba's defaults their micro-kernel stays scalar")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""LLVM code-generation profiles for Numba, scoped to the process that asks for them.
+
+Chapter 1's packed GEMM (:mod:`kernellab.kernels.gemm_cpu`, v4/v5) only reaches numpy/OpenBLAS
+speed when LLVM is allowed to do two things Numba does not do by default:
+
+* **SLP vectorisation on** (``NUMBA_SLP_VECTORIZE=1``). The register micro-kernel keeps its
+  mr x nr accumulators in unrolled scalar variables; LLVM's superword-level-parallelism (SLP)
+  vectoriser is the pass that packs those scalars into vector registers (6 x 64 fp32 ->
+  24 zmm registers, one ``vfmadd231ps`` per register per k step). With Numba's default (SLP off)
+  the same code runs as scalar FMAs: measured on the course machine (2-core Zen 4, AVX-512),
+  fp32 N=1024, 2 threads: about 9% of numpy with SLP off against about 100% with it on.
+* **512-bit vectors allowed** (``NUMBA_CPU_FEATURES`` = the host's features plus
+  ``-prefer-256-bit``, only on CPUs with AVX-512). LLVM's tuning for Zen 4 and for Intel server
+  cores prefers 256-bit vectors: its *loop* vectoriser then emits only ``ymm`` FMAs. The SLP
+  vectoriser in the LLVM that llvmlite 0.50 ships emits ``zmm`` for the micro-kernel either way,
+  so on this machine the flag matters for loop-vectorised code (v2/v3-style loops), not for v4/v5.
+
+The loop vectoriser stays on (``NUMBA_LOOP_VECTORIZE=1``, Numba's default): with the micro-kernel
+accumulating in the input precision without reassociation (``fastmath={'contract'}``), the loop
+vectoriser cannot touch the k loop, and it vectorises the packing and write-back loops. An
+earlier prototype that turned it off found it necessary; measured here, turning it off makes
+packing and the edge write-back scalar and costs v4/v5 a few percent (see the GEMM benchmark).
+``NUMBA_OPT`` is pinned to 3 so that a ``NUMBA_OPT=max`` exported by the user (which changes
+the pass pipeline) cannot silently change what the profile means.
+
+Why opt-in and process-scoped
+-----------------------------
+Numba switched SLP vectorisation off by default because LLVM's SLP vectoriser miscompiled real
+code (numba/numba PR #8852, "Disable SLP vectorisation due to miscompilations", xref issues
+#8705 and #8681; Numba's own SLP unit test runs in a subprocess for that reason). The setting is
+global to the process: every function compiled after it is switched on is compiled with it.
+So the fast profile is only for processes that ask for it (the GEMM benchmark, a chapter-1 demo
+kernel process, the grader's speed run), and the correctness tests run the kernels in a
+subprocess under this profile: the tests are the guard against a miscompilation.
+
+When the settings take effect (measured, numba 0.68.1)
+------------------------------------------------------
+* Numba reads ``NUMBA_*`` variables into ``numba.core.config`` at import, and again whenever
+  ``numba.core.config.reload_config()`` runs; the compiler calls it at the start of every
+  compilation.
+* ``NUMBA_SLP_VECTORIZE`` / ``NUMBA_LOOP_VECTORIZE`` are read per compilation (pass-builder
+  options), so changing them mid-process silently changes every function compiled afterwards.
+* ``NUMBA_CPU_FEATURES`` and ``NUMBA_OPT`` are frozen into the CPU code generator (the LLVM
+  target machine) when it is created, which happens when the first ``@njit`` function is
+  *defined* (the dispatcher builds the CPU target context), i.e. before the compiler's own
+  ``reload_config()``. Setting them in ``os.environ`` after ``import numba`` therefore needs an
+  explicit ``reload_config()`` (this module does it), and once any ``@njit`` function exists it is
+  too late: :func:`apply` then raises :class:`RuntimeError` instead of half-applying a profile.
+* ``NUMBA_CACHE_DIR`` is bound to a function's on-disk cache when ``@njit(cache=True)`` is
+  applied, so it too must be set before the kernels' modules are imported.
+
+Cache key (measured): a function cached by ``@njit(cache=True)`` under Numba's defaults was
+loaded from the cache, not recompiled, in a process with ``NUMBA_SLP_VECTORIZE=1`` (likewise
+with ``NUMBA_OPT=0`` or ``max``): the index key is the signature, the target triple, the CPU
+name and *features* and the bytecode hash (``numba/core/caching.py``, ``_index_key`` and
+``CPUCodegen.magic_tuple``), not the optimisation settings. A kernel cached under one profile
+would silently be reused under the other, so each profile gets its own ``NUMBA_CACHE_DIR``
+(:func:`cache_dir`, under ``.kernellab-cache/`` at the project root, or
+``$KERNELLAB_CACHE_DIR``).
+
+Use
+---
+First thing in a process, before any module defining ``@njit`` functions is imported::
+
+    import kernellab                      # thread settings, before numpy loads
+    from kernellab import codegen
+    codegen.apply("fast_gemm")
+    from kernellab.kernels import gemm_cpu
+
+or run a subprocess with ``env=codegen.env("fast_gemm")``.
+
+Sources: Numba documentation, "Environment variables" (``NUMBA_OPT``, ``NUMBA_LOOP_VECTORIZE``,
+``NUMBA_SLP_VECTORIZE``, ``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES``, ``NUMBA_CACHE_DIR``);
+Numba documentation, "Notes on Caching" (what the cache is keyed on); LLVM documentation,
+"Auto-Vectorization in LLVM" (the loop and SLP vectorisers); numba/numba PR #8852.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+#: Profile names: ``default`` is Numba's own behaviour, ``fast_gemm`` the settings above.
+PROFILES = ("default", "fast_gemm")
+
+#: The variables a profile controls. ``None`` as a value means "unset" (Numba's default).
+VARIABLES = ("NUMBA_SLP_VECTORIZE", "NUMBA_LOOP_VECTORIZE", "NUMBA_CPU_FEATURES", "NUMBA_OPT")
+
+_state: dict = {"applied": None}
+
+
+def host_cpu_features() -> str:
+    """The host CPU's LLVM feature string (``+avx2,+avx512f,...``), as Numba would use it."""
+    import llvmlite.binding as ll
+
+    return ll.get_host_cpu_features().flatten()
+
+
+def _fast_gemm_settings() -> dict:
+    features = host_cpu_features()
+    if "+avx512f" in features.split(","):
+        # x86 only: on other targets LLVM does not know the flag and would warn on every compile.
+        features += ",-prefer-256-bit"
+    return {"NUMBA_SLP_VECTORIZE": "1", "NUMBA_LOOP_VECTORIZE": "1",
+            "NUMBA_CPU_FEATURES": features, "NUMBA_OPT": "3"}
+
+
+#: Numba's defaults (numba 0.68: SLP off, loop vectoriser on, host CPU features, -O3).
+DEFAULT: dict = {"NUMBA_SLP_VECTORIZE": "0", "NUMBA_LOOP_VECTORIZE": "1",
+                 "NUMBA_CPU_FEATURES": None, "NUMBA_OPT": "3"}
+
+#: The fast-GEMM settings for this host (computed from its CPU features via llvmlite).
+FAST_GEMM: dict = _fast_gemm_settings()
+
+
+def settings(profile: str) -> dict:
+    """The environment settings of ``profile`` (a copy). Raises ValueError for an unknown name."""
+    if profile == "default":
+        return dict(DEFAULT)
+    if profile == "fast_gemm":
+        return dict(FAST_GEMM)
+    raise ValueError(f"unknown codegen profile {profile!r}; expected one of {PROFILES}")
+
+
+def _project_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def cache_dir(profile: str) -> str:
+    """The ``NUMBA_CACHE_DIR`` of ``profile``: ``<base>/numba-<profile>-<hash of its settings>``.
+
+    ``<base>`` is ``$KERNELLAB_CACHE_DIR`` if set, else ``.kernellab-cache`` at the project root
+    when writable, else ``~/.cache/kernellab``. The hash covers the settings (host CPU features
+    included) and the Numba version, so machines sharing a home directory do not mix caches.
+    """
+    conf = settings(profile)
+    import importlib.metadata as md
+
+    try:
+        numba_version = md.version("numba")
+    except md.PackageNotFoundError:  # pragma: no cover - numba is a dependency
+        numba_version = "?"
+    digest = hashlib.sha256(json.dumps([conf, numba_version], sort_keys=True).encode())
+    base = os.environ.get("KERNELLAB_CACHE_DIR")
+    if not base:
+        root = _project_root()
+        base = str(root / ".kernellab-cache") if os.access(root, os.W_OK) \
+            else str(Path.home() / ".cache" / "kernellab")
+    return str(Path(base) / f"numba-{profile}-{digest.hexdigest()[:10]}")
+
+
+def env(profile: str, base: dict | None = None) -> dict:
+    """A full environment for a subprocess running under ``profile``: ``base`` (default
+    ``os.environ``) with the profile's variables set or removed and its ``NUMBA_CACHE_DIR``."""
+    out = dict(os.environ if base is None else base)
+    for key, value in settings(profile).items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    out["NUMBA_CACHE_DIR"] = cache_dir(profile)
+    return out
+
+
+def _codegen_exists() -> bool:
+    """True once Numba's CPU target context (and with it the LLVM target machine) exists."""
+    if "numba" not in sys.modules:
+        return False
+    from numba.core import registry
+
+    return "_toplevel_target_context" in registry.cpu_target.__dict__
+
+
+def apply(profile: str = "fast_gemm") -> None:
+    """Switch this process to ``profile``: set the variables in ``os.environ`` (and
+    ``NUMBA_CACHE_DIR`` to :func:`cache_dir`) and, if Numba is already imported, make it re-read
+    them with ``numba.core.config.reload_config()``.
+
+    Must run before any ``@njit`` function is defined (importing :mod:`kernellab.kernels.gemm_cpu`
+    defines some). Applying the profile already in effect is a no-op. Raises ValueError for an
+    unknown profile and RuntimeError when it is too late: Numba's CPU code generator already
+    exists, so the CPU features and optimisation level can no longer change and functions
+    already defined keep their cache directory.
+    """
+    wanted = settings(profile)
+    directory = cache_dir(profile)
+    if _codegen_exists():
+        if active() == profile and _config_cache_dir() == directory:
+            _state["applied"] = profile
+            return
+        raise RuntimeError(
+            f"kernellab.codegen.apply({profile!r}) is too late: Numba's CPU code generator "
+            "already exists (an @njit function was defined or compiled in this process), so "
+            "NUMBA_CPU_FEATURES / NUMBA_OPT can no longer change and cached kernels are bound "
+            "to their cache directory. Call apply() before importing any module that defines "
+            "@njit functions, or run a subprocess with env=kernellab.codegen.env("
+            f"{profile!r}).")
+    for key, value in wanted.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    os.environ["NUMBA_CACHE_DIR"] = directory
+    if "numba" in sys.modules:
+        from numba.core import config
+
+        config.reload_config()
+    _state["applied"] = profile
+
+
+def _config_cache_dir() -> str:
+    from numba.core import config
+
+    return config.CACHE_DIR
+
+
+def in_effect() -> dict:
+    """The settings Numba compiles with now, read back from Numba (imports it).
+
+    Returns a dict with the four variables as Numba holds them (``NUMBA_CPU_FEATURES`` taken
+    from the code generator once it exists, else from the config; ``None`` means the host's
+    features) plus ``NUMBA_CACHE_DIR``.
+    """
+    from numba.core import config
+
+    config.reload_config()  # what the compiler does before every compilation
+    features = config.CPU_FEATURES
+    opt = config.OPT
+    if _codegen_exists():
+        from numba.core import registry
+
+        features = registry.cpu_target.target_context.codegen()._tm_features
+    return {
+        "NUMBA_SLP_VECTORIZE": str(int(config.SLP_VECTORIZE)),
+        "NUMBA_LOOP_VECTORIZE": str(int(config.LOOP_VECTORIZE)),
+        "NUMBA_CPU_FEATURES": features,
+        "NUMBA_OPT": "max" if opt.is_opt_max else str(int(opt)),
+        "NUMBA_CACHE_DIR": config.CACHE_DIR,
+    }
+
+
+def active() -> str:
+    """Which profile this process compiles with: ``"default"``, ``"fast_gemm"`` or ``"custom"``
+    (some other combination), read back from Numba's configuration (imports numba)."""
+    now = in_effect()
+    host = host_cpu_features()
+    for name in PROFILES:
+        conf = settings(name)
+        expected_features = conf["NUMBA_CPU_FEATURES"] or host
+        if (now["NUMBA_SLP_VECTORIZE"] == conf["NUMBA_SLP_VECTORIZE"]
+                and now["NUMBA_LOOP_VECTORIZE"] == conf["NUMBA_LOOP_VECTORIZE"]
+                and now["NUMBA_OPT"] == conf["NUMBA_OPT"]
+                and (now["NUMBA_CPU_FEATURES"] or host) == expected_features):
+            return name
+    return "custom"
+
+
+def describe() -> dict:
+    """For reports: the active profile, the settings in effect, and the Numba/llvmlite versions."""
+    import llvmlite
+    import numba
+
+    info = {"profile": active(), "settings": in_effect(), "applied": _state["applied"],
+            "numba": numba.__version__, "llvmlite": llvmlite.__version__}
+    features = info["settings"]["NUMBA_CPU_FEATURES"] or ""
+    # Only the flags that matter here, not the full feature list.
+    info["prefer_256_bit"] = "-prefer-256-bit" not in features.split(",")
+    return info

@@ -1,0 +1,90 @@
+"""Pictures the chapters and labs share. matplotlib is imported lazily (COURSE.md §3).
+
+* :func:`blis_blocking` — the BLIS loop structure: which panel of A and B is packed, which
+  MR x NR tile of C the micro-kernel holds (Van Zee & van de Geijn, "BLIS", ACM TOMS 41(3),
+  2015, Fig. 1; Goto & van de Geijn, ACM TOMS 34(3), 2008).
+* :func:`roofline` — attainable FLOP/s = min(peak, intensity x bandwidth) with measured points
+  (Williams, Waterman & Patterson, "Roofline", CACM 52(4), 2009).
+"""
+
+from __future__ import annotations
+
+
+def _plt():
+    import matplotlib
+
+    if matplotlib.get_backend().lower() in ("", "agg") or not _interactive():
+        matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _interactive() -> bool:
+    try:
+        from IPython import get_ipython
+
+        return get_ipython() is not None
+    except ImportError:
+        return False
+
+
+def blis_blocking(M=12, N=16, K=10, mc=6, nc=8, kc=4, mr=2, nr=4):
+    """Draw C (M x N) = A (M x K) @ B (K x N) with one nc-wide/kc-deep panel of B, one mc x kc
+    block of A, and one mr x nr register tile of C highlighted. Units are matrix elements.
+
+    Returns the matplotlib Figure.
+    """
+    plt = _plt()
+    from matplotlib.patches import Rectangle
+
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6),
+                             gridspec_kw={"width_ratios": [K, N, N]})
+    specs = [
+        ("A  (M x K)", K, M, [((0, 0), kc, mc, "#f4a261", f"mc x kc block\n(packed, L2)"),
+                              ((0, 0), kc, mr, "#e76f51", "mr sliver")]),
+        ("B  (K x N)", N, K, [((0, 0), nc, kc, "#2a9d8f", f"kc x nc panel\n(packed, L3)"),
+                              ((0, 0), nr, kc, "#264653", "nr sliver (L1)")]),
+        ("C  (M x N)", N, M, [((0, 0), nc, mc, "#e9c46a", "mc x nc block"),
+                              ((0, 0), nr, mr, "#d62828", "mr x nr tile\n(registers)")]),
+    ]
+    for ax, (title, w, h, rects) in zip(axes, specs):
+        ax.add_patch(Rectangle((0, 0), w, h, fill=False, lw=1.5))
+        for (x, y), rw, rh, color, label in rects:
+            ax.add_patch(Rectangle((x, h - y - rh), rw, rh, color=color, alpha=0.85))
+            ax.text(x + rw + 0.2, h - y - rh / 2, label, va="center", fontsize=8)
+        ax.set_xlim(-0.5, w + 0.5)
+        ax.set_ylim(-0.5, h + 0.5)
+        ax.set_aspect("equal")
+        ax.set_title(title)
+        ax.axis("off")
+    fig.suptitle("BLIS loops: jc (nc) → pc (kc, pack B) → ic (mc, pack A) → jr (nr) → ir (mr) "
+                 "→ micro-kernel over kc", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def roofline(peak_flops: float, bandwidth: float, points: dict[str, tuple[float, float]],
+             *, title: str = "Roofline", ceilings: dict[str, float] | None = None):
+    """Log-log roofline. ``points``: name -> (arithmetic intensity FLOP/byte, achieved FLOP/s).
+    ``ceilings``: extra horizontal lines (e.g. the BLAS's measured rate). Returns the Figure."""
+    import numpy as np
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ai = np.logspace(-2, 3, 200)
+    ax.loglog(ai, np.minimum(peak_flops, ai * bandwidth) / 1e9, "k-", lw=2,
+              label=f"roofline: peak {peak_flops / 1e9:.0f} GFLOP/s, {bandwidth / 1e9:.1f} GB/s")
+    for name, level in (ceilings or {}).items():
+        ax.axhline(level / 1e9, ls="--", lw=1, color="gray")
+        ax.text(ai[0] * 1.2, level / 1e9 * 1.08, name, fontsize=8, color="gray")
+    for name, (x, y) in points.items():
+        ax.loglog([x], [y / 1e9], "o", ms=7, label=f"{name}: {y / 1e9:.1f} GFLOP/s")
+    ax.axvline(peak_flops / bandwidth, color="gray", lw=0.8, ls=":")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte of DRAM traffic)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,206 @@
+"""Grader self-tests for lab gemm-cpu: the solution passes, the untouched lab and every
+known-wrong submission fail for the stated reason, and the verdicts are stable."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.runner import grade
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBS = ROOT / "tests" / "submissions" / "gemm_cpu"
+KERNELLAB = Path(sys.executable).parent / "kernellab"
+SOLUTION = ROOT / "solutions" / "01_gemm_cpu.ipynb"
+LAB = ROOT / "labs" / "01_gemm_cpu.ipynb"
+
+
+def cli(*args, env=None):
+    e = dict(os.environ, **(env or {}))
+    return subprocess.run([str(KERNELLAB), *args], capture_output=True, text=True, cwd=ROOT,
+                          env=e, timeout=900)
+
+
+def first_error(report) -> str:
+    return " | ".join(c.error or "" for c in report.cases if not c.passed)
+
+
+# ---------------------------------------------------------------------------- end to end (CLI)
+@pytest.mark.slow
+def test_solution_passes_everything_and_json_has_the_figures():
+    r = cli("grade", "gemm-cpu", str(SOLUTION), "--json")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    d = json.loads(r.stdout)
+    assert d["passed"] is True and d["score"] == d["max_score"] == 100
+    assert d["cases_passed"] == d["cases_total"] == 20
+    for c in d["cases"]:
+        cm = c["comparison"]
+        for key in ("max_abs", "max_rel", "max_ulp", "worst_index", "mismatches", "budget_used",
+                    "frobenius_rel", "frobenius_bound"):
+            assert key in cm
+        # the reference solution must use < 50% of its error budget (COURSE.md §5)
+        assert cm["budget_used"] < 0.5, c
+    names = [x["name"] for x in d["rules"]]
+    assert names == ["speedup over the naive ijk kernel", "fraction of numpy.matmul (OpenBLAS)",
+                     "GFLOP/s within the nominal peak"]
+    for rule in d["rules"]:
+        assert isinstance(rule["measured"], float) and isinstance(rule["threshold"], float)
+        assert rule["passed"] is True
+    assert d["recheck"]["passed"] is True
+
+
+def test_untouched_lab_fails_with_not_implemented():
+    r = cli("grade", "gemm-cpu", str(LAB), "--quiet")
+    assert r.returncode != 0
+    assert "not implemented" in r.stdout
+    assert "Traceback" not in r.stdout + r.stderr
+
+
+def test_usage_errors_are_plain_and_exit_2(tmp_path):
+    r = cli("grade", "no-such-lab", str(SOLUTION))
+    assert r.returncode == 2 and "unknown lab" in r.stderr and "Traceback" not in r.stderr
+    bad = tmp_path / "hidden.json"
+    bad.write_text("{not json")
+    r = cli("grade", "gemm-cpu", str(SOLUTION), "--hidden", str(bad))
+    assert r.returncode == 2 and "hidden-case file" in r.stderr and "Traceback" not in r.stderr
+    bad.write_text(json.dumps({"cases": [{"M": 0, "N": 1, "K": 1}]}))
+    r = cli("grade", "gemm-cpu", str(SOLUTION), "--hidden", str(bad))
+    assert r.returncode == 2 and "M, N, K >= 1" in r.stderr
+
+
+def test_missing_file_and_notebook_without_solution_cells(tmp_path):
+    rep = grade("gemm-cpu", tmp_path / "nope.py", run_performance=False)
+    assert not rep.passed and "no such file" in rep.fatal
+    nb = tmp_path / "x.ipynb"
+    nb.write_text(LAB.read_text().replace('"solution"', '"other"'))
+    rep = grade("gemm-cpu", nb, run_performance=False)
+    assert not rep.passed and "tagged 'solution'" in rep.fatal
+    garbage = tmp_path / "y.ipynb"
+    garbage.write_text("not a notebook")
+    rep = grade("gemm-cpu", garbage, run_performance=False)
+    assert not rep.passed and "not a readable Jupyter notebook" in rep.fatal
+
+
+# ------------------------------------------------------------------ known-wrong submissions
+WRONG = {
+    # file: (substring of the reason, where to look)
+    "zeros.py": ("outside the tolerance", "cases"),
+    "tail_bug.py": ("tail (boundary) bug", "cases"),
+    "fp16_accum.py": ("outside the tolerance", "cases"),
+    "writes_input.py": ("wrote into its input A", "cases"),
+    "calls_matmul.py": ("'matmul' computes the product for you", "static"),
+    "calls_matmul_hidden.py": ("'getattr' is not allowed", "static"),
+    "exits.py": ("called exit()", "cases"),
+    "returns_array.py": ("left the output unwritten", "cases"),
+    "wrong_signature.py": ("takes 2 parameter(s)", "fatal"),
+    "unbounded_alloc.py": ("ran out of memory", "cases"),
+    "crashes.py": ("crashed with signal SIGSEGV", "cases"),
+    "infinite_loop.py": ("did not finish within", "cases"),
+    "infinite_loop_python.py": ("did not finish within", "fatal"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_known_wrong_submission_fails_for_the_stated_reason(name):
+    reason, where = WRONG[name]
+    # shorter time limits than the lab's (20 s a call, 60 s a first call): same code path
+    rep = grade("gemm-cpu", SUBS / name, run_performance=False, case_timeout_s=5,
+                first_call_timeout_s=10)
+    assert not rep.passed
+    assert rep.score < 100
+    text = {"cases": first_error(rep), "static": " ".join(rep.static),
+            "fatal": rep.fatal or ""}[where]
+    assert reason in text, rep.to_text()
+    assert "Traceback" not in rep.to_text()
+
+
+def test_tail_bug_is_located_on_the_last_tile_row():
+    rep = grade("gemm-cpu", SUBS / "tail_bug.py", run_performance=False)
+    case = next(c for c in rep.cases if c.case == "33x31x127 float32")
+    assert not case.passed
+    assert case.comparison["worst_index"][0] == 32
+    assert case.comparison["bad_tiles"] == [[1, 0]]
+
+
+def test_crash_costs_only_its_worker_and_grading_goes_on():
+    rep = grade("gemm-cpu", SUBS / "crashes.py", run_performance=False)
+    errs = [c.error for c in rep.cases]
+    assert sum("SIGSEGV" in e for e in errs) == 3
+    assert all("not run" in e for e in errs[3:])
+    assert len(rep.cases) == 20
+
+
+@pytest.mark.slow
+def test_plain_ikj_loop_is_correct_but_too_slow():
+    rep = grade("gemm-cpu", SUBS / "ikj_plain.py")
+    assert all(c.passed for c in rep.cases), first_error(rep)
+    frac = next(r for r in rep.rules if r.name.startswith("fraction of numpy"))
+    assert not frac.passed, rep.to_text()
+    assert not rep.passed
+
+
+# --------------------------------------------------------------------------- hidden and batch
+def test_hidden_cases_from_file_and_seed(tmp_path):
+    hidden = tmp_path / "hidden.json"
+    hidden.write_text(json.dumps({"seed": 7, "cases": [
+        {"M": 70, "N": 5, "K": 1100, "dtype": "float32"}, {"M": 1, "N": 300, "K": 2,
+                                                             "dtype": "float64"}]}))
+    rep = grade("gemm-cpu", SUBS / "zeros.py", hidden=hidden, run_performance=False)
+    hid = [c for c in rep.cases if c.hidden]
+    assert [c.params["K"] for c in hid] == [1100, 2]
+    os.environ["KERNELLAB_HIDDEN_SEED"] = "1234"
+    try:
+        rep = grade("gemm-cpu", SOLUTION, run_performance=False)
+    finally:
+        del os.environ["KERNELLAB_HIDDEN_SEED"]
+    hid = [c for c in rep.cases if c.hidden]
+    assert len(hid) == 6 and all(c.passed for c in hid), first_error(rep)
+    assert hid[-1].params["K"] > 512
+
+
+def test_batch_grading_writes_csv(tmp_path):
+    out = tmp_path / "scores.csv"
+    r = cli("grade", "gemm-cpu", str(SUBS / "zeros.py"), str(SUBS / "calls_matmul.py"),
+            "--no-perf", "--quiet", "--csv", str(out))
+    assert r.returncode == 1
+    rows = list(csv.DictReader(out.open()))
+    assert [Path(x["submission"]).name for x in rows] == ["zeros.py", "calls_matmul.py"]
+    assert all(x["passed"] == "False" for x in rows)
+
+
+# ------------------------------------------------------------------------------ stability
+@pytest.mark.slow
+def test_twenty_performance_gradings_of_the_solution_in_a_row_have_no_false_fail(tmp_path):
+    """Correctness is deterministic (fixed seeds), so the verdict can only flip through timing
+    noise: run the complete performance phase 20 times in a row, as 20 gradings would, and
+    require every rule to pass every time."""
+    from grader.labs import get_spec_class
+    from grader.report import Report
+    from grader.runner import _Session, _store_submission
+    from kernellab import notebook
+
+    spec = get_spec_class("gemm-cpu")()
+    src = notebook.submission_source(SOLUTION)
+    rep = Report.start(spec, str(SOLUTION))
+    session = _Session(spec, _store_submission(spec.lab_id, src), tmp_path, rep)
+    assert session.start(), session.load_error
+    worst = {}
+    try:
+        for i in range(20):
+            r = session.worker.request({"op": "perf", "plan": spec.perf_plan()},
+                                       spec.perf_timeout_s)
+            assert r["ok"], r
+            for rule in spec.perf_rules(r["measured"]):
+                assert rule.passed, f"grading {i + 1}: {rule}"
+                margin = (rule.measured / rule.threshold if rule.op == ">="
+                          else rule.threshold / rule.measured)
+                worst[rule.name] = min(worst.get(rule.name, 1e9), margin)
+    finally:
+        session.close()
+    print("smallest margin per rule over 20 gradings:", worst)
