@@ -45,7 +45,7 @@ release: $(STAMP)
 # The GPU check: run on a machine with an NVIDIA GPU and numba-cuda/cupy already installed
 # (no network): it uses the interpreter it finds and the source tree, installs nothing.
 gpu-check:
-	PYTHONPATH=$(CURDIR) KERNELLAB_DEVICE=gpu $(PYTHON) -m kernellab doctor
+	PYTHONPATH=$(CURDIR) KERNELLAB_DEVICE=gpu $(PYTHON) benchmarks/gpu_check.py
 
 clean:
 	rm -rf $(VENV) .kernellab-cache .pytest_cache

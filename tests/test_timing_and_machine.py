@@ -1,0 +1,112 @@
+"""Timing harness, thread control and machine facts."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from kernellab import machine, threads, timing
+
+
+def test_time_fn_warmup_and_fresh_args():
+    calls = []
+
+    def fn(x):
+        calls.append(x)
+        time.sleep(0.002)
+
+    counter = iter(range(100))
+    t = timing.time_fn(fn, setup=lambda: (next(counter),), warmup=2, repeats=5)
+    assert calls == list(range(7))  # 2 warm-up + 5 timed, each with fresh arguments
+    assert len(t.times) == 5 and 0.0015 < t.median < 0.5
+    assert t.q1 <= t.median <= t.q3 and t.spread >= 0
+    d = t.to_dict()
+    assert d["n"] == 5 and d["clock"] == "wall"
+    with pytest.raises(ValueError):
+        timing.time_fn(fn, 1, repeats=0)
+
+
+def test_interleaved_orders_calls_and_ratios():
+    order = []
+
+    def fast():
+        order.append("f")
+        time.sleep(0.001)
+
+    def slow():
+        order.append("s")
+        time.sleep(0.004)
+
+    seen = []
+    res = timing.interleaved({"slow": slow, "fast": fast}, baseline="slow", warmup=1, rounds=4,
+                             after=lambda name, args: seen.append(name))
+    assert order == ["s", "f"] + ["s", "f"] * 4  # warm-up, then round-robin
+    assert seen == ["slow", "fast"] * 4
+    assert 1.5 < res.speedup("fast") < 10
+    lo, hi = res.speedup_range("fast")
+    assert lo <= res.speedup("fast") <= hi
+    assert res.speedup("slow") == 1.0
+    assert "in_effect" in res.thread_status
+    json.dumps(res.to_dict())
+    with pytest.raises(KeyError):
+        timing.interleaved({"a": fast}, baseline="b")
+
+
+def test_thread_settings_reach_the_libraries_when_kernellab_is_first():
+    code = ("import kernellab, os; from kernellab import threads; s = threads.status();"
+            "print(s['in_effect'], os.environ['OMP_WAIT_POLICY'], os.environ['OPENBLAS_THREAD_TIMEOUT'])")
+    env = {k: v for k, v in os.environ.items() if k not in threads.SETTINGS}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.stdout.split() == ["True", "passive", "4"], r.stderr
+    late = "import numpy, kernellab; from kernellab import threads; print(threads.status()['note'])"
+    r = subprocess.run([sys.executable, "-c", late], capture_output=True, text=True, env=env)
+    assert "WARNING" in r.stdout  # numpy first: the report says the ratios may be biased
+
+
+def test_pin_restores_thread_counts():
+    import numba
+    before = numba.get_num_threads()
+    with threads.pin(1):
+        assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == before
+    with pytest.raises(ValueError):
+        with threads.pin(0):
+            pass
+
+
+def test_cpu_info_and_peak_formula(monkeypatch):
+    info = machine.cpu_info()
+    assert info.cores >= 1 and info.simd_bits in (128, 256, 512) and info.ghz > 0
+    assert info.lanes(np.float32) == 2 * info.lanes(np.float64)
+    assert info.peak_flops(np.float32) == pytest.approx(
+        info.cores * info.fma_units * info.lanes(np.float32) * 2 * info.ghz * 1e9)
+    monkeypatch.setenv("KERNELLAB_CPU_GHZ", "3.0")
+    monkeypatch.setenv("KERNELLAB_FMA_UNITS", "1")
+    info2 = machine.cpu_info()
+    assert info2.ghz == 3.0 and info2.fma_units == 1
+    assert "GFLOP/s" in info2.formula()
+
+
+def test_measured_rates_are_positive_and_below_peak():
+    bw = machine.copy_bandwidth(nbytes=16 * 2**20, repeats=3)
+    assert 1e8 < bw < 1e13
+    f = machine.blas_gemm_flops(n=256, repeats=3)
+    assert 1e8 < f < machine.cpu_info().peak_flops(np.float32) * 1.05
+
+
+def test_doctor_cli_prints_the_facts():
+    kl = os.path.join(os.path.dirname(sys.executable), "kernellab")
+    r = subprocess.run([kl, "doctor"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    for word in ("tier", "numba-cuda", "BLAS", "CPU", "cores", "nominal peak", "threads"):
+        assert word in r.stdout
+    r = subprocess.run([kl, "doctor", "--json"], capture_output=True, text=True, timeout=120)
+    facts = json.loads(r.stdout)
+    assert facts["device"]["tier"] in ("gpu", "sim")
+    assert facts["cpu"]["peak_fp32_gflops"] > 0
+    r = subprocess.run([kl, "list"], capture_output=True, text=True, timeout=120)
+    assert "gemm-cpu" in r.stdout
