@@ -110,8 +110,11 @@ def main(argv=None) -> int:
             fn(*small)
             first_call[name] = time.perf_counter() - t0
 
+    busy0, wall0 = _other_processes_cpu(), time.perf_counter()
     result = timing.interleaved(fns, baseline="numpy", setup=setup, warmup=1,
                                 rounds=args.rounds, threads_=args.threads)
+    wall = time.perf_counter() - wall0
+    background = _background_load(busy0, _other_processes_cpu(), wall)
 
     # Correctness after timing, on the same inputs (the kernels must not have changed them).
     ref = gemm_golden(A, B)
@@ -159,6 +162,7 @@ def main(argv=None) -> int:
                     else cpu.formula(dtype)},
         "codegen": codegen.describe(),
         "thread_status": result.thread_status,
+        "background_load": background, "timed_wall_s": wall,
         "inputs_unchanged": inputs_unchanged,
         "results": rows,
         "timing": result.to_dict(),
@@ -171,6 +175,36 @@ def main(argv=None) -> int:
     return 0
 
 
+def _other_processes_cpu() -> dict:
+    """{(pid, start time): CPU seconds so far} of every process but this one."""
+    import psutil
+
+    me, out = os.getpid(), {}
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        try:
+            t = proc.cpu_times()
+            out[(proc.pid, proc.create_time())] = t.user + t.system
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+def _background_load(before: dict, after: dict, wall: float) -> float:
+    """Fraction of the machine's CPU time that other processes used between two snapshots of
+    :func:`_other_processes_cpu` (processes that exited in between are not counted, nor are
+    other virtual machines on the same host)."""
+    used = sum(cpu - before.get(key, 0.0) for key, cpu in after.items())
+    return max(0.0, used) / (wall * (os.cpu_count() or 1))
+
+
+def _pct(ratio: float) -> str:
+    """A ratio as a percentage: one decimal below 10%, none above."""
+    p = 100 * ratio
+    return f"{p:.1f}" if p < 10 else f"{p:.0f}"
+
+
 def print_report(r: dict) -> None:
     m = r["machine"]
     print(f"CPU GEMM ladder, {r['dtype']} M=N=K={r['n']}, {r['threads']} thread(s), "
@@ -180,11 +214,16 @@ def print_report(r: dict) -> None:
     cg = r["codegen"]
     s = cg["settings"]
     print(f"codegen profile: {cg['profile']} (SLP={s['NUMBA_SLP_VECTORIZE']}, "
-          f"loop-vectorize={s['NUMBA_LOOP_VECTORIZE']}, OPT={s['NUMBA_OPT']}, 256-bit preferred="
-          f"{cg['prefer_256_bit']}; numba {cg['numba']}, llvmlite {cg['llvmlite']})")
+          f"loop-vectorize={s['NUMBA_LOOP_VECTORIZE']}, OPT={s['NUMBA_OPT']}, CPU features = host"
+          f"{''.join(',' + f for f in cg['cpu_features_vs_host'])}; numba {cg['numba']}, "
+          f"llvmlite {cg['llvmlite']})")
     ts = r["thread_status"]
     print(f"threads: {ts.get('note')}; numba threads {ts.get('numba_threads')} "
           f"({ts.get('numba_threading_layer')})")
+    print(f"background: other processes used {100 * r['background_load']:.0f}% of the machine "
+          f"during the {r['timed_wall_s']:.0f} s of timing"
+          + ("  <- busy machine: ratios are less reliable, rerun when it is quiet"
+             if r["background_load"] > 0.1 else ""))
     print()
     head = (f"{'kernel':<12} {'GFLOP/s':>8} {'(min-max)':>15} {'% numpy':>8} {'(min-max)':>13} "
             f"{'% peak':>7} {'1st call':>8}  ok")
@@ -193,9 +232,9 @@ def print_report(r: dict) -> None:
     for row in r["results"]:
         print(f"{row['name']:<12} {row['gflops_median']:8.1f} "
               f"{'(' + format(row['gflops_min'], '.1f') + '-' + format(row['gflops_max'], '.1f') + ')':>15} "
-              f"{100 * row['ratio_median']:7.0f}% "
-              f"{'(' + format(100 * row['ratio_min'], '.0f') + '-' + format(100 * row['ratio_max'], '.0f') + '%)':>13} "
-              f"{row['pct_of_peak']:6.0f}% {row['first_call_s']:7.2f}s  "
+              f"{_pct(row['ratio_median']):>7}% "
+              f"{'(' + _pct(row['ratio_min']) + '-' + _pct(row['ratio_max']) + '%)':>13} "
+              f"{_pct(row['pct_of_peak'] / 100):>6}% {row['first_call_s']:7.2f}s  "
               f"{'yes' if row['correct'] else 'WRONG: ' + row['check']['message']}")
     print()
     for row in r["results"]:

@@ -1,27 +1,35 @@
 """LLVM code-generation profiles for Numba, scoped to the process that asks for them.
 
 Chapter 1's packed GEMM (:mod:`kernellab.kernels.gemm_cpu`, v4/v5) only reaches numpy/OpenBLAS
-speed when LLVM is allowed to do two things Numba does not do by default:
+speed when LLVM's SLP vectoriser is on, which Numba does not do by default. The profile
+``fast_gemm`` (:data:`FAST_GEMM`) sets:
 
-* **SLP vectorisation on** (``NUMBA_SLP_VECTORIZE=1``). The register micro-kernel keeps its
-  mr x nr accumulators in unrolled scalar variables; LLVM's superword-level-parallelism (SLP)
-  vectoriser is the pass that packs those scalars into vector registers (6 x 64 fp32 ->
-  24 zmm registers, one ``vfmadd231ps`` per register per k step). With Numba's default (SLP off)
-  the same code runs as scalar FMAs: measured on the course machine (2-core Zen 4, AVX-512),
-  fp32 N=1024, 2 threads: about 9% of numpy with SLP off against about 100% with it on.
-* **512-bit vectors allowed** (``NUMBA_CPU_FEATURES`` = the host's features plus
-  ``-prefer-256-bit``, only on CPUs with AVX-512). LLVM's tuning for Zen 4 and for Intel server
-  cores prefers 256-bit vectors: its *loop* vectoriser then emits only ``ymm`` FMAs. The SLP
-  vectoriser in the LLVM that llvmlite 0.50 ships emits ``zmm`` for the micro-kernel either way,
-  so on this machine the flag matters for loop-vectorised code (v2/v3-style loops), not for v4/v5.
+* ``NUMBA_SLP_VECTORIZE=1``: the register micro-kernel keeps its mr x nr accumulators in
+  unrolled scalar variables (Numba has no vector type); LLVM's superword-level-parallelism (SLP)
+  vectoriser is the pass that packs them into vector registers (6 x 64 fp32 -> 24 zmm registers,
+  24 ``vfmadd231ps`` per k step). With SLP off the hot loop is 384 scalar ``vfmadd231ss``.
+  Measured, fp32 N=1024, 2 threads, course machine (2-core Zen 4 VM): v5 about 200 GFLOP/s
+  (about 100-110% of numpy) with it, 12 GFLOP/s (6%) without.
+* ``NUMBA_LOOP_VECTORIZE=1`` (Numba's default, kept): an earlier prototype switched the loop
+  vectoriser off; measured here that changes nothing for v4/v5 (105 vs 106 GFLOP/s v4, 201 vs
+  200 v5: with ``fastmath={'contract'}`` and no reassociation the loop vectoriser cannot touch
+  the micro-kernel's k loop) but makes v2/v3 scalar (35 -> 7 GFLOP/s).
+* ``NUMBA_CPU_FEATURES`` = the host's features plus ``-prefer-256-bit`` (only on CPUs with
+  AVX-512): LLVM's tuning for Intel server cores (Skylake-SP and later) prefers 256-bit vectors,
+  so there its vectorisers emit ``ymm`` only; the flag lifts that. LLVM's Zen 4 tuning has no
+  such preference: on the course machine (LLVM 22 in llvmlite 0.50) ``zmm`` FMAs are emitted
+  under Numba's defaults too, and the flag measured no difference (v5 196 vs 200 GFLOP/s).
+  The CPU features are part of Numba's cache key, so this also keeps the profile's cache apart.
+* ``NUMBA_OPT=3`` pinned, so that a ``NUMBA_OPT=max`` exported by the user cannot change what
+  the profile means (measured: ``max`` on top of the profile gave the same speed, 196 GFLOP/s;
+  the earlier prototype's "max undoes the settings" did not reproduce).
 
-The loop vectoriser stays on (``NUMBA_LOOP_VECTORIZE=1``, Numba's default): with the micro-kernel
-accumulating in the input precision without reassociation (``fastmath={'contract'}``), the loop
-vectoriser cannot touch the k loop, and it vectorises the packing and write-back loops. An
-earlier prototype that turned it off found it necessary; measured here, turning it off makes
-packing and the edge write-back scalar and costs v4/v5 a few percent (see the GEMM benchmark).
-``NUMBA_OPT`` is pinned to 3 so that a ``NUMBA_OPT=max`` exported by the user (which changes
-the pass pipeline) cannot silently change what the profile means.
+The other levers are in the kernel code, not here (measured, fp32 N=1024): unsigned (uint64)
+indices in the hot code (with int64 indices Numba's negative-index wraparound turns the
+micro-kernel's B loads into ``vgatherqps`` gathers: v4 20 instead of 105 GFLOP/s), FMA
+contraction (``fastmath={'contract'}``), and the accumulators stored to a flat scratch tile
+before the clipped write-back. Unrolling the k loop (x2, x4) gained nothing measurable and
+tripled the compile time.
 
 Why opt-in and process-scoped
 -----------------------------
@@ -72,7 +80,9 @@ or run a subprocess with ``env=codegen.env("fast_gemm")``.
 Sources: Numba documentation, "Environment variables" (``NUMBA_OPT``, ``NUMBA_LOOP_VECTORIZE``,
 ``NUMBA_SLP_VECTORIZE``, ``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES``, ``NUMBA_CACHE_DIR``);
 Numba documentation, "Notes on Caching" (what the cache is keyed on); LLVM documentation,
-"Auto-Vectorization in LLVM" (the loop and SLP vectorisers); numba/numba PR #8852.
+"Auto-Vectorization in LLVM" (the loop and SLP vectorisers); LLVM ``llvm/lib/Target/X86/X86.td``
+(``TuningPrefer256Bit`` in the Intel server tunings, absent from the Zen tunings);
+numba/numba PR #8852.
 """
 
 from __future__ import annotations
@@ -265,7 +275,8 @@ def describe() -> dict:
 
     info = {"profile": active(), "settings": in_effect(), "applied": _state["applied"],
             "numba": numba.__version__, "llvmlite": llvmlite.__version__}
-    features = info["settings"]["NUMBA_CPU_FEATURES"] or ""
-    # Only the flags that matter here, not the full feature list.
-    info["prefer_256_bit"] = "-prefer-256-bit" not in features.split(",")
+    features = (info["settings"]["NUMBA_CPU_FEATURES"] or "").split(",")
+    # Only what differs from the host's feature list, not the whole list.
+    host = set(host_cpu_features().split(","))
+    info["cpu_features_vs_host"] = [f for f in features if f and f not in host]
     return info

@@ -5,7 +5,7 @@ miscompilation history, and these checks are the guard).
 
 Sizes: 1, 2, 3, 31, 33, 65, 127, 257 mixed and non-square; K larger than kc (1024 fp32,
 512 fp64); N larger than nc (4096 fp32, 2048 fp64); M whose last mc block (96) is not a
-multiple of mr (6); tiny N so that v5 splits M instead of N. The naive v1 only gets small ones.
+multiple of mr (6); tiny M so that v5 splits N instead of M. The naive v1 only gets small ones.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ LARGE = [
     (13, 1100, 70),                   # K > kc for both dtypes (several kc panels, += write-back)
     (100, 65, 257),                   # last mc block has 4 rows < mr: a zero-padded A sliver
     (103, 33, 65),                    # last mc block: 7 rows = one full sliver + 1 row
-    (257, 33, 3),                     # N < nr: v5 splits M across threads
-    (2, 3, 4100),                     # N > nc for both dtypes (several jc panels)
+    (257, 33, 3),                     # N < nr: a single, zero-padded B sliver
+    (2, 3, 4100),                     # N > nc for both dtypes; M < mr: v5 splits N, not M
 ]
 DTYPES = ("float32", "float64")
 
@@ -97,17 +97,14 @@ def gemm_cpu():
     return gemm_cpu
 
 
-def _ids(sizes):
-    return ["x".join(map(str, s)) for s in sizes]
+VERSIONS = ["v1_naive", "v2_ikj", "v3_blocked", "v4_packed", "v5_threads"]
+CASES = [(v, s) for v in VERSIONS for s in (SMALL if v == "v1_naive" else SMALL + LARGE)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", SMALL + LARGE, ids=_ids(SMALL + LARGE))
-@pytest.mark.parametrize("version", ["v1_naive", "v2_ikj", "v3_blocked", "v4_packed",
-                                     "v5_threads"])
+@pytest.mark.parametrize("version,shape", CASES,
+                         ids=[f"{v}-{'x'.join(map(str, s))}" for v, s in CASES])
 def test_ladder_correct_default_profile(gemm_cpu, version, shape, dtype):
-    if version == "v1_naive" and shape in LARGE:
-        pytest.skip("the naive kernel is only run on small sizes")
     ok, msg = check_one(gemm_cpu.LADDER[version], *shape, dtype)
     assert ok, f"{version} {dtype} {shape}: {msg}"
 

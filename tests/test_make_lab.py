@@ -43,7 +43,12 @@ def test_make_lab_serves_the_course(tmp_path):
             if m:
                 token = m.group(1)
                 url = f"http://127.0.0.1:{port}/api/status?token={token}"
-                status = urllib.request.urlopen(url, timeout=10).read().decode()
+                for _ in range(60):  # the URL can be printed just before the socket listens
+                    try:
+                        status = urllib.request.urlopen(url, timeout=10).read().decode()
+                        break
+                    except OSError:
+                        time.sleep(0.5)
         assert status is not None, "".join(log[-30:])
         assert '"started"' in status
     finally:

@@ -26,7 +26,9 @@ Versions (what each one changes; GFLOP/s and % of numpy: ``make bench``)::
                        Van Zee & van de Geijn 2015, §3) over row views: the KC3 x NC3 block of B
                        is reused from L2 by every row of A instead of streaming all of B from
                        memory for each row. Still no register blocking: each C element is loaded
-                       and stored once per k. Single thread.
+                       and stored once per k, and that, not B's traffic, bounds the inner loop:
+                       at N=1024 (B fits this machine's 32 MiB L3) v3 is no faster than v2,
+                       which is the case for v4's register tile. Single thread.
     v4 packed          the BLIS algorithm: A's mc x kc block is packed into mr-row slivers and
                        B's kc x nc panel into nr-column slivers (contiguous, zero-padded at ragged
                        edges), and an mr x nr register micro-kernel (6 x 64 fp32 / 6 x 32 fp64:
@@ -34,10 +36,14 @@ Versions (what each one changes; GFLOP/s and % of numpy: ``make bench``)::
                        24 zmm registers) does kc rank-1 updates per tile: 6 broadcasts + 4 loads
                        of B feed 24 FMAs, so the FMA units rather than loads set the pace.
                        Accumulators go to a flat scratch tile, then to C (clipped at the edges).
-                       Unsigned (uint64) indices everywhere: Numba's negative-index wraparound
-                       check on signed indices blocks vectorisation. Single thread.
-    v5 threads         v4 with the (M, N) output split into one block per thread (N first,
-                       in whole nr slivers), each packing its own panels (numba prange).
+                       Unsigned (uint64) indices everywhere: with signed ones, Numba's
+                       negative-index wraparound (a select per index) turns the 4 vector loads of
+                       B into 8 gathers (measured: 20 instead of 105 GFLOP/s). Single thread.
+    v5 threads         v4 with the (M, N) output split into one block per thread (M first, in
+                       whole mr slivers; N too when M has fewer slivers than there are threads),
+                       each thread packing its own panels (numba prange). Splitting M, each
+                       thread packs half of A and all of B (contiguous copies) rather than all
+                       of A (strided stores): measured equal at N=1024, 4-8% faster at N=512.
 
 v4/v5 need the ``fast_gemm`` code-generation profile (:mod:`kernellab.codegen`: SLP vectoriser
 on, 512-bit vectors allowed) to be fast; under Numba's defaults the micro-kernel stays scalar.
@@ -395,8 +401,8 @@ def _gemm_v5(A, B, C, nthreads):
     nbn = (N + nr - one) // nr                            # nr slivers across N
     nbm = (M + mr - one) // mr                            # mr slivers down M
     threads = _U(max(1, nthreads))
-    tn = min(threads, nbn)                                # split N first ...
-    tm = min(max(one, threads // tn), nbm)                # ... then M with the threads left
+    tm = min(threads, nbm)                                # split M first ...
+    tn = min(max(one, threads // tm), nbn)                # ... then N with the threads left
     for task in prange(tm * tn):
         t = _U(task)
         ti = t // tn
@@ -431,7 +437,7 @@ gemm_v4 = _ladder_kernel(
     "v4_packed", "packed A/B panels + 6x64 register micro-kernel (fp32), uint64 indices; "
     "1 thread", _gemm_v4, _gemm_block)
 gemm_v5 = _ladder_kernel(
-    "v5_threads", "v4 with the output split across threads (prange), N first",
+    "v5_threads", "v4 with the output split across threads (prange), M first",
     _call_v5, _gemm_block)
 
 #: name -> kernel, in ladder order; each kernel has a one-line ``.description``.
@@ -503,24 +509,49 @@ def count_fma(asm: str) -> dict:
     return count_fp_ops(asm)["fma"]
 
 
-def hot_loop(asm: str) -> str:
-    """The innermost hot loop of ``asm``: of all loops (a label and a backward jump to it), the
-    one with the most floating-point multiply/add instructions (the shortest on ties).
-    Returns its text, or ``""`` if there is no loop."""
-    lines = asm.splitlines()
+def _loops(lines: list[str]) -> list[tuple[int, int]]:
+    """(first, last) line indices of every loop: a label and a later jump back to it."""
     labels = {}
     for i, line in enumerate(lines):
         m = re.match(r"^(\.?L\w+):", line)
         if m:
             labels[m.group(1)] = i
-    best = None
+    loops = []
     for i, line in enumerate(lines):
         m = re.match(r"^\s+j\w+\s+(\.?L\w+)\s*$", line)
-        if not m or m.group(1) not in labels or labels[m.group(1)] > i:
-            continue
-        body = lines[labels[m.group(1)]:i + 1]
-        score = sum(1 for b in body if _FP_OP.match(b))
-        key = (score, -len(body))
+        if m and m.group(1) in labels and labels[m.group(1)] < i:
+            loops.append((labels[m.group(1)], i))
+    return loops
+
+
+_WIDTH_WEIGHT = {"scalar": 1, "xmm": 4, "ymm": 8, "zmm": 16}
+
+
+def _fp_work(lines) -> int:
+    """Floating-point multiply/add work in ``lines``, each instruction weighted by its width
+    (scalar 1, xmm 4, ymm 8, zmm 16: fp32 lanes), so a vector body outranks a scalar tail
+    unrolled 8 times."""
+    counts = count_fp_ops("\n".join(lines))
+    return sum(_WIDTH_WEIGHT[w] * n for kind in counts.values() for w, n in kind.items())
+
+
+def hot_loop(asm: str) -> str:
+    """The hot loop of ``asm``: of the innermost loops (a label and a backward jump to it, with
+    no other such loop inside), the one doing the most floating-point multiply/add work
+    (instructions weighted by vector width; the shortest on ties). Returns its text, or ``""``
+    if there is no loop.
+
+    A heuristic on the text layout, good for the kernels here: LLVM may place a loop's blocks
+    out of line, and then the text shown is the part between the label and the back edge.
+    """
+    lines = asm.splitlines()
+    loops = _loops(lines)
+    inner = [(a, b) for a, b in loops
+             if not any((c, d) != (a, b) and a <= c and d <= b for c, d in loops)]
+    best = None
+    for a, b in inner:
+        body = lines[a:b + 1]
+        key = (_fp_work(body), -len(body))
         if best is None or key > best[0]:
             best = (key, body)
     return "\n".join(best[1]) if best else ""
