@@ -43,7 +43,7 @@ class WorkerTimeout(WorkerDied):
 class Limits:
     memory_bytes: int
     cpu_seconds: int = 3600
-    file_bytes: int = 1 << 30
+    file_bytes: int = 256 << 20
 
 
 def _preexec(limits: Limits):

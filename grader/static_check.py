@@ -76,8 +76,30 @@ def check_source(source: str, *, allowed_imports: frozenset[str],
             out.append(Finding(line, f"dunder names and private attributes ('{name}') are not "
                                      "allowed in a graded submission"))
 
+    # names bound to imported modules (``import numpy as np`` -> "np"): a submission may read
+    # from them but never assign into them (monkeypatching np.matmul or np.random would change
+    # the baseline or the inputs the grader times against)
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                modules.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name != "*":
+                    modules.add(alias.asname or alias.name)
+
+    def root_name(expr):
+        while isinstance(expr, (ast.Attribute, ast.Subscript)):
+            expr = expr.value
+        return expr.id if isinstance(expr, ast.Name) else None
+
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)) and \
+                root_name(node) in modules:
+            out.append(Finding(line, f"assigning to '{ast.unparse(node)}' changes a "
+                                     "library for everyone in the process: not allowed"))
         if isinstance(node, ast.Import):
             for alias in node.names:
                 top = alias.name.split(".")[0]

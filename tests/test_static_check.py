@@ -55,6 +55,10 @@ def test_clean_source_passes():
     ("x = 'matmul'", "string"),
     ("from . import foo", "not allowed"),
     ("def f(:\n", "syntax error"),
+    ("import numpy as np\nnp.random.default_rng = None", "assigning to 'np.random'"),
+    ("import numpy\nnumpy.matmul = print", "assigning to 'numpy.matmul'"),
+    ("from numba import config\nconfig.NUMBA_NUM_THREADS = 1", "assigning to 'config"),
+    ("import numba\ndel numba.njit", "assigning to 'numba.njit'"),
 ])
 def test_violations_are_found(src, needle):
     out = findings(src)
