@@ -5,6 +5,9 @@
   2015, Fig. 1; Goto & van de Geijn, ACM TOMS 34(3), 2008).
 * :func:`roofline` — attainable FLOP/s = min(peak, intensity x bandwidth) with measured points
   (Williams, Waterman & Patterson, "Roofline", CACM 52(4), 2009).
+* :func:`loop_order_access` — which elements of B, and which cache lines, one run of the
+  innermost loop touches in the ijk and the ikj loop orders.
+* :func:`rate_vs_size` — achieved FLOP/s of several kernels against the problem size.
 """
 
 from __future__ import annotations
@@ -64,6 +67,42 @@ def blis_blocking(M=12, N=16, K=10, mc=6, nc=8, kc=4, mr=2, nr=4):
     return fig
 
 
+def loop_order_access(n: int = 8, line: int = 4):
+    """B (n x n, row-major) as the innermost loop of C = A @ B reads it, for the loop orders
+    ijk (inner loop over k: down a column of B) and ikj (inner loop over j: along a row).
+    Cells are numbered in access order; a cache line holds ``line`` consecutive elements of a
+    row, and the lines the run must bring in are shaded. Returns the Figure."""
+    plt = _plt()
+    from matplotlib.patches import Rectangle
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 4))
+    cases = [("ijk: for k: acc += A[i,k]*B[k,j]\nB read down a column (stride N)",
+              [(k, 0) for k in range(n)]),
+             ("ikj: for j: C[i,j] += A[i,k]*B[k,j]\nB read along a row (stride 1)",
+              [(0, j) for j in range(n)])]
+    for ax, (title, cells) in zip(axes, cases):
+        touched = {(r, c // line) for r, c in cells}
+        for r in range(n):
+            for c0 in range(0, n, line):
+                hit = (r, c0 // line) in touched
+                ax.add_patch(Rectangle((c0, n - r - 1), line, 1, facecolor="#8ecae6" if hit
+                                       else "white", edgecolor="k", lw=1.5))
+                for c in range(c0 + 1, c0 + line):
+                    ax.plot([c, c], [n - r - 1, n - r], color="0.8", lw=0.6)
+        for order, (r, c) in enumerate(cells):
+            ax.text(c + 0.5, n - r - 0.5, str(order), ha="center", va="center", fontsize=9)
+        ax.set_xlim(0, n)
+        ax.set_ylim(0, n)
+        ax.set_aspect("equal")
+        ax.axis("off")
+        ax.set_title(f"{title}\n{len(touched)} cache lines for {len(cells)} multiply-adds",
+                     fontsize=9)
+    fig.suptitle(f"one run of the innermost loop over B ({n} x {n}; boxes: cache lines of "
+                 f"{line} elements)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def roofline(peak_flops: float, bandwidth: float, points: dict[str, tuple[float, float]],
              *, title: str = "Roofline", ceilings: dict[str, float] | None = None):
     """Log-log roofline. ``points``: name -> (arithmetic intensity FLOP/byte, achieved FLOP/s).
@@ -71,20 +110,50 @@ def roofline(peak_flops: float, bandwidth: float, points: dict[str, tuple[float,
     import numpy as np
 
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9.5, 4.5))
     ai = np.logspace(-2, 3, 200)
     ax.loglog(ai, np.minimum(peak_flops, ai * bandwidth) / 1e9, "k-", lw=2,
               label=f"roofline: peak {peak_flops / 1e9:.0f} GFLOP/s, {bandwidth / 1e9:.1f} GB/s")
-    for name, level in (ceilings or {}).items():
+    for i, (name, level) in enumerate((ceilings or {}).items()):
         ax.axhline(level / 1e9, ls="--", lw=1, color="gray")
-        ax.text(ai[0] * 1.2, level / 1e9 * 1.08, name, fontsize=8, color="gray")
+        # staggered along x so that labels of nearby ceilings do not overlap
+        ax.text(ai[0] * 1.2 * 12 ** i, level / 1e9 * 1.08, name, fontsize=8, color="gray")
     for name, (x, y) in points.items():
         ax.loglog([x], [y / 1e9], "o", ms=7, label=f"{name}: {y / 1e9:.1f} GFLOP/s")
     ax.axvline(peak_flops / bandwidth, color="gray", lw=0.8, ls=":")
     ax.set_xlabel("arithmetic intensity (FLOP / byte of DRAM traffic)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))  # hides no point
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def rate_vs_size(series: dict[str, tuple[list, list]], *, title: str = "GFLOP/s against N",
+                 xlabel: str = "N  (M = N = K)", ceilings: dict[str, float] | None = None):
+    """Achieved GFLOP/s against problem size, one line per kernel.
+
+    ``series``: name -> (sizes, FLOP/s at those sizes); ``ceilings``: name -> FLOP/s drawn as
+    dashed horizontal lines (e.g. the nominal peak). Log-2 x axis, log y axis. Returns the Figure.
+    """
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8.5, 4.2))
+    for name, (sizes, rates) in series.items():
+        ax.plot(sizes, [r / 1e9 for r in rates], "o-", ms=4, label=name)
+    for name, level in (ceilings or {}).items():
+        ax.axhline(level / 1e9, ls="--", lw=1, color="gray")
+        ax.text(0.01, level / 1e9 * 1.08, name, fontsize=8, color="gray",
+                transform=ax.get_yaxis_transform())
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ticks = sorted({s for sizes, _ in series.values() for s in sizes})
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     return fig

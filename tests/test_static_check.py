@@ -55,7 +55,7 @@ def test_clean_source_passes():
     ("x = 'matmul'", "string"),
     ("from . import foo", "not allowed"),
     ("def f(:\n", "syntax error"),
-    ("import numpy as np\nnp.random.default_rng = None", "assigning to 'np.random'"),
+    ("import numpy as np\nnp.random.default_rng = None", "assigning to 'np.random.default_rng'"),
     ("import numpy\nnumpy.matmul = print", "assigning to 'numpy.matmul'"),
     ("from numba import config\nconfig.NUMBA_NUM_THREADS = 1", "assigning to 'config"),
     ("import numba\ndel numba.njit", "assigning to 'numba.njit'"),
