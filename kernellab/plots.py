@@ -114,13 +114,17 @@ def roofline(peak_flops: float, bandwidth: float, points: dict[str, tuple[float,
     ai = np.logspace(-2, 3, 200)
     ax.loglog(ai, np.minimum(peak_flops, ai * bandwidth) / 1e9, "k-", lw=2,
               label=f"roofline: peak {peak_flops / 1e9:.0f} GFLOP/s, {bandwidth / 1e9:.1f} GB/s")
+    styles = ["--", ":", "-.", (0, (5, 1, 1, 1))]
     for i, (name, level) in enumerate((ceilings or {}).items()):
-        ax.axhline(level / 1e9, ls="--", lw=1, color="gray")
-        # staggered along x so that labels of nearby ceilings do not overlap
-        ax.text(ai[0] * 1.2 * 12 ** i, level / 1e9 * 1.08, name, fontsize=8, color="gray")
-    for name, (x, y) in points.items():
-        ax.loglog([x], [y / 1e9], "o", ms=7, label=f"{name}: {y / 1e9:.1f} GFLOP/s")
-    ax.axvline(peak_flops / bandwidth, color="gray", lw=0.8, ls=":")
+        # named in the legend: text on the plot would collide with the roof or the points
+        ax.axhline(level / 1e9, ls=styles[i % len(styles)], lw=1, color="gray",
+                   label=f"ceiling: {name} ({level / 1e9:.0f} GFLOP/s)")
+    markers = "osD^vP*X"  # points at the same place stay distinguishable
+    for i, (name, (x, y)) in enumerate(points.items()):
+        ax.loglog([x], [y / 1e9], markers[i % len(markers)], ms=7, alpha=0.85,
+                  label=f"{name}: {y / 1e9:.1f} GFLOP/s")
+    ax.axvline(peak_flops / bandwidth, color="gray", lw=0.8, ls=":",
+               label=f"ridge point: {peak_flops / bandwidth:.1f} FLOP/byte")
     ax.set_xlabel("arithmetic intensity (FLOP / byte of DRAM traffic)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(title)

@@ -233,7 +233,7 @@ class Blocking:
 
 
 #: Measured on the course machine (Zen 4, 32 KiB L1d, 1 MiB L2 per core): fp32 6 x 64 with
-#: kc=1024, mc=96 (the chapter's sweep of 6x64/12x32/8x48/4x96, kc 256..1024, mc 48..240).
+#: kc=1024, mc=96 (the prototype's sweep of 6x64/12x32/8x48/4x96, kc 256..1024, mc 48..240).
 BLOCKING = {
     np.dtype(np.float32): Blocking(mr=6, nr=64, kc=1024, mc=96, nc=4096),
     np.dtype(np.float64): Blocking(mr=6, nr=32, kc=512, mc=96, nc=2048),
