@@ -14,6 +14,31 @@ from dataclasses import dataclass, field
 
 from grader.spec import RuleResult
 
+# Bidirectional-text controls: they reorder what a terminal shows (a "Trojan Source" line).
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def plain(text, *, newlines: bool = True) -> str:
+    """``text`` made safe to print: control characters (ANSI escapes that clear the screen or
+    hide the lines after them, carriage returns), bidirectional controls and lone surrogates
+    (which no terminal or file encoding accepts) become visible escapes such as ``\\x1b``.
+    Newlines (if ``newlines``) and tabs stay. Everything a submission can put into the report
+    (its output, its exception messages, its file name) goes through this."""
+    if not isinstance(text, str):
+        text = str(text)
+    out = []
+    for ch in text:
+        o = ord(ch)
+        if (ch == "\n" and newlines) or ch == "\t":
+            out.append(ch)
+        elif o < 0x20 or 0x7F <= o < 0xA0:
+            out.append(f"\\x{o:02x}")
+        elif ch in _BIDI or 0xD800 <= o < 0xE000:
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
 
 @dataclass
 class CaseResult:
@@ -50,6 +75,7 @@ class Report:
     codegen: str | None = None
     compile_seconds: float | None = None
     output_tail: str = ""
+    rules_checked: bool = False  # False: the source could not even be read
     score: float = 0.0
     passed: bool = False
     when: str = ""
@@ -66,7 +92,21 @@ class Report:
                    performance_points=spec.performance_points, environment=env,
                    when=_dt.datetime.now().isoformat(timespec="seconds"))
 
+    def _make_plain(self) -> None:
+        """Every text a submission can influence, made safe to print (see :func:`plain`)."""
+        self.submission = plain(self.submission, newlines=False)
+        self.fatal = None if self.fatal is None else plain(self.fatal)
+        self.static = [plain(s) for s in self.static]
+        self.output_tail = plain(self.output_tail)
+        self.performance_note = plain(self.performance_note)
+        for s in self.signatures:
+            s["message"] = plain(s.get("message", ""))
+        for c in self.cases + ([self.recheck] if self.recheck else []):
+            if c.error is not None:
+                c.error = plain(c.error)
+
     def finish(self) -> "Report":
+        self._make_plain()
         n = len(self.cases)
         ok_cases = sum(c.passed for c in self.cases)
         corr = self.correctness_points * ok_cases / n if n else 0.0
@@ -104,6 +144,8 @@ class Report:
         if self.static:
             L.append("1. rules: FAIL")
             L.extend(f"   - {s}" for s in self.static)
+        elif not self.rules_checked:
+            L.append("1. rules: not checked (no code could be taken from the submission)")
         else:
             L.append("1. rules: ok (allowed imports only, no library GEMM, no reference code)")
         if self.signatures:
@@ -155,8 +197,9 @@ class Report:
             if setup.get("threads_note"):
                 L.append(f"   threads: {setup['threads_note']}")
             if self.recheck is not None:
-                L.append("   re-check on the last timed call's fresh inputs: "
-                         + ("ok" if self.recheck.passed else f"FAIL — {self.recheck.error}"))
+                L.append("   re-check of the timed calls (each one's output, the last one in "
+                         "full): " + ("ok" if self.recheck.passed
+                                      else f"FAIL — {self.recheck.error}"))
         if self.output_tail.strip():
             L.append("")
             L.append("the submission printed (last lines):")

@@ -31,12 +31,26 @@ def cache_root() -> Path:
 
 
 def _store_submission(lab_id: str, source: str) -> Path:
-    digest = hashlib.sha256((lab_id + "\0" + source).encode()).hexdigest()[:20]
+    """Write ``source`` (UTF-8, exactly the checked text) where numba can cache it. Atomic: two
+    gradings of the same submission at once never see each other's half-written file."""
+    data = source.encode("utf-8", errors="surrogatepass")
+    digest = hashlib.sha256(lab_id.encode() + b"\0" + data).hexdigest()[:20]
     d = cache_root() / "submissions" / digest
     d.mkdir(parents=True, exist_ok=True)
     p = d / "submission.py"
-    if not p.exists() or p.read_text() != source:  # unchanged file keeps its mtime: cache hit
-        p.write_text(source)
+    try:
+        same = p.read_bytes() == data
+    except OSError:
+        same = False
+    if not same:  # an unchanged file keeps its mtime: numba's cache hit
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".submission-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, p)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return p
 
 
@@ -66,7 +80,8 @@ class _Session:
             self.load_error = f"loading the submission failed: {r.get('error')}"
             return False
         self.report.codegen = r.get("codegen")
-        sigs = r.get("signatures", {})
+        sigs = r.get("signatures")
+        sigs = sigs if isinstance(sigs, dict) else {}
         if not self.report.signatures:
             self.report.signatures = self._check_signatures(sigs)
         if any(not s["ok"] for s in self.report.signatures):
@@ -135,8 +150,12 @@ class _Session:
                                  "outputs": {k: [list(s), d] for k, (s, d) in data.outputs.items()},
                                  "call": data.call}, timeout)
         if r.get("ok"):
-            with np.load(out) as z:
-                r["arrays"] = {k: z[k] for k in z.files}
+            try:
+                with np.load(out) as z:  # allow_pickle=False: data only
+                    r["arrays"] = {k: z[k] for k in z.files}
+            except Exception as exc:  # the worker's file, not ours: never trusted to be sane
+                r = {"ok": False, "error": f"its output could not be read back ({exc}): was "
+                                           "the grading process tampered with?"}
             out.unlink(missing_ok=True)
         inp.unlink(missing_ok=True)
         return r
@@ -206,7 +225,8 @@ def _check_case(spec, case: Case, data: CaseData, r: dict) -> CaseResult:
 
 def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = None,
           run_performance: bool = True, case_timeout_s: float | None = None,
-          first_call_timeout_s: float | None = None, progress=None) -> Report:
+          first_call_timeout_s: float | None = None, compile_timeout_s: float | None = None,
+          progress=None) -> Report:
     """Grade ``submission`` (a lab notebook or a ``.py``) for ``lab_id``; returns the Report.
 
     Raises grader.labs.UnknownLab for an unknown lab and ValueError for a bad hidden-case file
@@ -217,20 +237,27 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
         spec.case_timeout_s = case_timeout_s
     if first_call_timeout_s is not None:
         spec.first_call_timeout_s = first_call_timeout_s
+    if compile_timeout_s is not None:
+        spec.compile_timeout_s = compile_timeout_s
     hidden_cases = HiddenCases.load(hidden)
     report = Report.start(spec, str(submission))
     say = progress or (lambda msg: None)
     path = Path(submission)
+    if path.is_dir():
+        report.fatal = f"{submission} is a folder, not a file: give the notebook or .py file"
+        return report.finish()
     if not path.is_file():
         report.fatal = f"no such file: {submission}"
         return report.finish()
     try:
         source = notebook.submission_source(path)
-    except (notebook.NotebookError, UnicodeDecodeError, OSError) as exc:
+    except (notebook.NotebookError, OSError) as exc:
         report.fatal = str(exc)
         return report.finish()
+    report.rules_checked = True
     findings = check_source(source, allowed_imports=spec.allowed_imports,
-                            banned_names=spec.banned_names)
+                            banned_names=spec.banned_names,
+                            allowed_submodules=spec.allowed_submodules)
     report.static = [str(f) for f in findings]
     cases = spec.cases(hidden_cases)
     if findings:
@@ -238,8 +265,13 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
         report.cases = [CaseResult(case=c.name, params=c.params, hidden=c.hidden,
                                    error="not run: rule violation") for c in cases]
         return report.finish()
-    sub_path = _store_submission(lab_id, source)
     workdir = Path(tempfile.mkdtemp(prefix="kernellab-grade-"))
+    try:
+        sub_path = _store_submission(lab_id, source)
+    except OSError:  # the cache folder is not writable: grade without numba's cache
+        (workdir / "src").mkdir()
+        sub_path = workdir / "src" / "submission.py"
+        sub_path.write_bytes(source.encode("utf-8", errors="surrogatepass"))
     session = _Session(spec, sub_path, workdir, report)
     try:
         say("loading and compiling the submission …")
@@ -247,6 +279,7 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
             report.fatal = session.load_error
             report.cases = [CaseResult(case=c.name, params=c.params, hidden=c.hidden,
                                        error=session.load_error) for c in cases]
+            report.output_tail = session.worker.output_tail() if session.worker else ""
             return report.finish()
         for i, case in enumerate(cases):
             if session.deaths >= spec.max_worker_deaths:
@@ -263,8 +296,10 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
         if run_performance and all(c.passed for c in report.cases):
             say("measuring performance …")
             if session.worker is None or session.worker.proc.poll() is not None:
-                session.start()
-            _performance(spec, session, report, workdir)
+                if not session.start():
+                    report.performance_note = f"not run: {session.load_error}"
+            if not report.performance_note:
+                _performance(spec, session, report, workdir)
         elif run_performance:
             report.performance_note = "not run: correctness must pass first"
         else:
@@ -291,24 +326,51 @@ def _performance(spec, session: _Session, report: Report, workdir: Path) -> None
     if not r.get("ok"):
         report.performance_note = f"failed while being timed: {r.get('error')}"
         return
-    measured = r["measured"]
-    report.performance_setup = measured.get("setup", {})
-    report.rules = spec.perf_rules(measured)
-    # re-check correctness on the fresh inputs of the last timed call
-    recheck = measured.get("recheck")
-    if recheck:
-        case = Case("re-check after timing", recheck["params"], seed=-1)
-        with np.load(recheck["path"]) as z:
-            arrays = {k: z[k] for k in z.files}
-        with np.load(recheck["before"]) as z:
-            before = {k: z[k] for k in z.files}
-        data = CaseData(inputs={k: before[k] for k in recheck["inputs"]},
-                        outputs={k: (arrays[k].shape, str(arrays[k].dtype))
-                                 for k in recheck["outputs"]},
-                        call=recheck["inputs"] + recheck["outputs"])
-        res = _check_case(spec, case, data, {"ok": True, "arrays": arrays})
-        if recheck.get("nan_after_return"):
-            res.passed = False
-            res.error = (f"{recheck['nan_after_return']} timed call(s) returned before their "
-                         "output was complete (NaN right after return): work escaped the timer")
-        report.recheck = res
+    # The measurements come from the submission's process: anything malformed voids them.
+    try:
+        measured = r["measured"]
+        rules = spec.perf_rules(measured)
+        recheck = measured["recheck"]
+        res = _recheck(spec, plan, recheck, workdir)
+    except Exception as exc:  # noqa: BLE001
+        report.rules = []
+        report.performance_note = (f"the measurements came back malformed ({type(exc).__name__}: "
+                                   f"{exc}): was the grading process tampered with?")
+        return
+    report.performance_setup = measured.get("setup", {}) if isinstance(measured, dict) else {}
+    report.rules = rules
+    report.recheck = res
+
+
+def _recheck(spec, plan: dict, recheck: dict, workdir: Path) -> CaseResult:
+    """Correctness after timing: the last timed call's output on its fresh inputs, checked here
+    in full; every timed call's output, checked by the worker right after it returned (outside
+    the timer, see the lab's ``measure``); and the timed data, which must be what the plan says
+    (a worker whose numpy was tampered with could time something smaller or cheaper)."""
+    case = Case("re-check after timing", recheck["params"], seed=-1)
+    for key in ("path", "before"):
+        if Path(recheck[key]).resolve().parent != workdir.resolve():
+            raise ValueError(f"re-check file {recheck[key]!r} is outside the grading folder")
+    with np.load(recheck["path"]) as z:
+        arrays = {k: z[k] for k in z.files}
+    with np.load(recheck["before"]) as z:
+        before = {k: z[k] for k in z.files}
+    data = CaseData(inputs={k: before[k] for k in recheck["inputs"]},
+                    outputs={k: (arrays[k].shape, str(arrays[k].dtype))
+                             for k in recheck["outputs"]},
+                    call=recheck["inputs"] + recheck["outputs"])
+    expected = spec.perf_data_check(plan, recheck, arrays)
+    if expected:
+        return CaseResult(case=case.name, params=case.params, hidden=False, passed=False,
+                          error=expected)
+    res = _check_case(spec, case, data, {"ok": True, "arrays": arrays})
+    if recheck.get("nan_after_return"):
+        res.passed = False
+        res.error = (f"{recheck['nan_after_return']} timed call(s) returned before their "
+                     "output was complete (NaN right after return): work escaped the timer")
+    elif recheck.get("wrong_calls"):
+        res.passed = False
+        res.error = (f"{recheck['wrong_calls']} of {recheck.get('checked_calls', '?')} timed "
+                     "call(s) wrote a wrong result (each is checked right after it returns, "
+                     "outside the timer): every timed call must compute the whole product")
+    return res

@@ -58,6 +58,8 @@ def _preexec(limits: Limits):
 class Worker:
     """One sandboxed worker process for one submission of one lab."""
 
+    MAX_REPLY = 64 << 20  # bytes: a reply is a line of JSON (the measurements at most)
+
     def __init__(self, lab_id: str, submission: Path, workdir: Path, limits: Limits):
         self.workdir = workdir
         self.limits = limits
@@ -66,6 +68,7 @@ class Worker:
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
         env = dict(os.environ)
+        env.pop("KERNELLAB_HIDDEN_SEED", None)  # the instructor's secret stays with the grader
         env["PYTHONPATH"] = str(_PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         env["KERNELLAB_GRADER_MEM"] = str(limits.memory_bytes)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -103,8 +106,20 @@ class Worker:
                 if not chunk:
                     raise WorkerDied(self._death_reason())
                 self._buf += chunk
+                if len(self._buf) > self.MAX_REPLY:
+                    self.kill()
+                    raise WorkerDied("sent the grader a reply far too large to be its own: "
+                                     "was the grading process tampered with?")
         line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
+            self.kill()
+            raise WorkerDied("sent the grader a reply it could not read: was the grading "
+                             "process tampered with?")
+        return reply
 
     def _death_reason(self) -> str:
         try:
@@ -116,6 +131,9 @@ class Worker:
             sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else -rc
             if sig == "SIGXCPU":
                 return "was stopped: it used more CPU time than the grader allows"
+            if sig == "SIGXFSZ":
+                return ("was stopped: it wrote more than the grader allows into one file "
+                        "(printing without end?)")
             if sig == "SIGKILL":
                 return ("was killed (SIGKILL): usually the operating system ran out of memory "
                         "for it")
@@ -145,11 +163,16 @@ class Worker:
                 pass
 
     def output_tail(self, limit: int = 1500) -> str:
-        """The last ``limit`` characters the submission printed (stdout then stderr)."""
+        """The last ``limit`` characters the submission printed (stdout then stderr). Reads only
+        the end of each file: a submission may print hundreds of megabytes."""
         parts = []
         for p in (self.stdout_path, self.stderr_path):
             try:
-                t = p.read_text(errors="replace")
+                with open(p, "rb") as f:
+                    f.seek(0, os.SEEK_END)
+                    size = f.tell()
+                    f.seek(max(0, size - 4 * limit))
+                    t = f.read().decode("utf-8", errors="replace")
             except OSError:
                 continue
             if t.strip():

@@ -78,12 +78,18 @@ class HiddenCases:
                                  '{"seed": int, "cases": [{...}, ...]}')
             hc.seed = data.get("seed")
             hc.cases = list(data.get("cases", []))
+            if hc.seed is not None and (isinstance(hc.seed, bool) or not isinstance(hc.seed, int)
+                                        or hc.seed < 0):
+                raise ValueError(f"hidden-case file {path}: \"seed\" must be a non-negative "
+                                 f"integer, not {hc.seed!r}")
         env = os.environ.get("KERNELLAB_HIDDEN_SEED")
         if env:
             try:
                 hc.seed = int(env)
             except ValueError:
                 raise ValueError("KERNELLAB_HIDDEN_SEED must be an integer") from None
+            if hc.seed < 0:
+                raise ValueError("KERNELLAB_HIDDEN_SEED must be a non-negative integer")
         return hc
 
 
@@ -97,6 +103,9 @@ class LabSpec:
     tier: str = "cpu"
     functions: dict[str, tuple[str, ...]] = {}  # required function -> parameter names
     allowed_imports: frozenset = frozenset({"numpy", "numba", "math"})
+    # submodules beyond grader.static_check.ALLOWED_SUBMODULES (numpy.random, numba.types,
+    # numba.typed) a lab lets students reach, by full name (e.g. "numba.cuda")
+    allowed_submodules: frozenset = frozenset()
     banned_names: frozenset = frozenset()
     codegen: str = "default"  # kernellab.codegen profile the worker compiles under
     compile_timeout_s: float = 300.0  # loading the submission + JIT warm-up
@@ -131,6 +140,11 @@ class LabSpec:
     def perf_rules(self, measured: dict) -> list[RuleResult]:
         """Turn the worker's measurements into pass/fail rules (grader side)."""
         raise NotImplementedError
+
+    def perf_data_check(self, plan: dict, recheck: dict, arrays: dict) -> str | None:
+        """Grader side: None if the re-checked timed call's arrays are what ``plan`` asked for,
+        else what is wrong, in plain words. The base class accepts anything."""
+        return None
 
     # worker side (runs in the sandboxed process)
     def measure(self, namespace: dict, plan: dict, workdir: Path) -> dict:

@@ -4,9 +4,11 @@
 
 It applies the lab's codegen profile and kernellab's thread settings *before* numba or numpy
 load, imports the submission as a module (a real file, so ``numba.njit(cache=True)`` caches
-it), and then answers one JSON request per line on FD_IN with one JSON reply on FD_OUT. The
-submission's own prints go to stdout/stderr, which the grader captures to files: they can never
-corrupt the protocol. Arrays travel as ``.npz`` files in WORKDIR.
+it; compiled from its UTF-8 text, exactly the text the static rules checked, so an encoding
+declaration cannot make Python run something else), and then answers one JSON request per line
+on FD_IN with one JSON reply on FD_OUT. The submission's own prints go to stdout/stderr, which
+the grader captures to files: they can never corrupt the protocol. Arrays travel as ``.npz``
+files in WORKDIR.
 
 Requests: ``{"op": "load"}``, ``{"op": "call", "fn", "in", "out", "outputs", "call"}``,
 ``{"op": "perf", "plan", "out"}``, ``{"op": "exit"}``.
@@ -14,6 +16,7 @@ Requests: ``{"op": "load"}``, ``{"op": "call", "fn", "in", "out", "outputs", "ca
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -54,7 +57,23 @@ def _user_frames(exc: BaseException, path: str) -> str:
     return f"{type(exc).__name__}: {first}{where}"
 
 
+def _describe_safely(exc: BaseException, path: str, mem_limit: int) -> str:
+    """:func:`_describe_exception`, for exceptions that fight back (a ``__str__`` that raises):
+    the worker must answer whatever the submission raised."""
+    try:
+        return _describe_exception(exc, path, mem_limit)
+    except BaseException:  # noqa: BLE001 - anything at all: the reply must go out
+        try:
+            name = type(exc).__name__
+        except BaseException:  # noqa: BLE001
+            name = "an exception"
+        return f"raised {name} (its message could not be turned into text)"
+
+
 def _describe_exception(exc: BaseException, path: str, mem_limit: int) -> str:
+    if isinstance(exc, OSError) and getattr(exc, "errno", None) == errno.EFBIG:
+        return ("wrote more than the grader allows into one file (printing without end?); "
+                "print less")
     if isinstance(exc, MemoryError):
         return (f"ran out of memory (the grader allows {mem_limit / 2**30:.1f} GiB): "
                 "does it allocate without bound?")
@@ -74,6 +93,13 @@ def _describe_exception(exc: BaseException, path: str, mem_limit: int) -> str:
     return _user_frames(exc, path)
 
 
+def _kind(exc: BaseException) -> str:
+    try:
+        return str(type(exc).__name__)
+    except BaseException:  # noqa: BLE001
+        return "exception"
+
+
 def _signature(ns: dict, name: str):
     """Parameter names of ``ns[name]`` (a numba dispatcher's Python function too), None if it
     is missing, "not callable" if it is not a function."""
@@ -84,10 +110,10 @@ def _signature(ns: dict, name: str):
         return None
     if not callable(obj):
         return "not callable"
-    target = getattr(obj, "py_func", obj)
     try:
-        return list(inspect.signature(target).parameters)
-    except (TypeError, ValueError):
+        target = getattr(obj, "py_func", obj)
+        return [str(p) for p in inspect.signature(target).parameters]
+    except Exception:  # noqa: BLE001 - whatever the object does, the signature is unknown
         return "unknown"
 
 
@@ -126,7 +152,12 @@ def main(argv: list[str]) -> int:
                 mspec = importlib.util.spec_from_file_location("submission", sub_path)
                 module = importlib.util.module_from_spec(mspec)
                 sys.modules["submission"] = module
-                mspec.loader.exec_module(module)
+                with open(sub_path, "rb") as f:
+                    text = f.read().decode("utf-8")
+                # compiled from the text (a str: any coding declaration is ignored), never by
+                # the import system, which would decode the bytes by such a declaration
+                code = compile(text, sub_path, "exec", dont_inherit=True)
+                exec(code, vars(module))
                 ns = vars(module)
                 _reply(fd_out, {"ok": True, "seconds": time.perf_counter() - t0,
                                 "codegen": spec_cls.codegen,
@@ -171,8 +202,8 @@ def main(argv: list[str]) -> int:
             else:
                 _reply(fd_out, {"ok": False, "error": f"unknown request {op!r}"})
         except BaseException as exc:  # the submission's failure, reported in plain words
-            _reply(fd_out, {"ok": False, "error": _describe_exception(exc, sub_path, mem_limit),
-                            "kind": type(exc).__name__})
+            _reply(fd_out, {"ok": False, "error": _describe_safely(exc, sub_path, mem_limit),
+                            "kind": _kind(exc)})
     return 0
 
 

@@ -54,6 +54,12 @@ def cmd_grade(args) -> int:
     from grader.labs import UnknownLab, get_spec_class
     from grader.runner import grade
 
+    for stream in (sys.stdout, sys.stderr):  # a report must print on any terminal encoding
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError):  # not a TextIOWrapper (e.g. captured by a test)
+            pass
+
     try:
         get_spec_class(args.lab)
     except UnknownLab as exc:
@@ -82,7 +88,7 @@ def cmd_grade(args) -> int:
     if args.csv:
         import csv
 
-        with open(args.csv, "w", newline="") as f:
+        with open(args.csv, "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
             w = csv.writer(f)
             w.writerow(["submission", "lab", "score", "max_score", "passed", "cases_passed",
                         "cases_total", "fatal"])

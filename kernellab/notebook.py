@@ -14,6 +14,7 @@ Conventions (nbgrader's markers, COURSE.md §8):
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import nbformat
@@ -31,13 +32,21 @@ class NotebookError(ValueError):
 def read(path: str | Path) -> nbformat.NotebookNode:
     """Read a notebook (nbformat v4). Raises NotebookError if it is not a valid notebook."""
     try:
-        return nbformat.read(str(path), as_version=4)
+        with warnings.catch_warnings():  # nbformat's advice (missing cell ids …) is noise here
+            warnings.simplefilter("ignore")
+            return nbformat.read(str(path), as_version=4)
     except Exception as exc:  # nbformat raises several types for bad JSON / schema
         raise NotebookError(f"{path}: not a readable Jupyter notebook ({exc})") from None
 
 
 def is_solution_cell(cell) -> bool:
-    return cell.get("cell_type") == "code" and SOLUTION_TAG in cell.get("metadata", {}).get("tags", [])
+    """A code cell tagged ``solution``. Tolerates malformed cells (a notebook edited by hand):
+    tags that are not a list of strings count as no tags."""
+    if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+        return False
+    meta = cell.get("metadata")
+    tags = meta.get("tags") if isinstance(meta, dict) else None
+    return isinstance(tags, (list, tuple)) and SOLUTION_TAG in tags
 
 
 def stub_source(source: str, where: str = "") -> str:
@@ -103,15 +112,27 @@ def submission_source(path: str | Path) -> str:
     """
     path = Path(path)
     if path.suffix != ".ipynb":
-        return path.read_text()
+        try:  # utf-8-sig: a byte-order mark (Windows editors) is not part of the code
+            return path.read_bytes().decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise NotebookError(f"{path}: not UTF-8 text (byte {exc.start}): save it as UTF-8"
+                                ) from None
     nb = read(path)
-    cells = [c for c in nb.cells if is_solution_cell(c)]
+    cells = nb.get("cells")
+    if not isinstance(cells, list):
+        raise NotebookError(f"{path}: not a readable Jupyter notebook (no list of cells)")
+    cells = [c for c in cells if is_solution_cell(c)]
     if not cells:
         raise NotebookError(f"{path}: no code cell is tagged '{SOLUTION_TAG}' — the grader runs "
                             "only those cells; restore the tags from the lab notebook")
     parts = []
-    for c in cells:
+    for i, c in enumerate(cells):
+        src = c.get("source", "")
+        if isinstance(src, list) and all(isinstance(x, str) for x in src):
+            src = "".join(src)
+        if not isinstance(src, str):
+            raise NotebookError(f"{path}: solution cell {i + 1} has no readable source")
         lines = [("# (ipython) " + ln) if ln.lstrip().startswith(("%", "!")) else ln
-                 for ln in c.source.splitlines()]
+                 for ln in src.splitlines()]
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"

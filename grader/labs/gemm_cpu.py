@@ -15,7 +15,10 @@ per-round ratios measured interleaved in one process:
   of a passing kernel takes >= 10 ms there);
 * speedup over the naive ijk kernel >= ``MIN_SPEEDUP_NAIVE``, at ``PERF_N_NAIVE`` (the naive
   kernel takes seconds a call at ``PERF_N``);
-* GFLOP/s at most this machine's nominal peak (above it, the timer was cheated).
+* GFLOP/s at most this machine's nominal peak (above it, the timer was cheated);
+* every timed call's output right after it returns, outside the timer (:func:`_probably_correct`,
+  a Freivalds check), and the last one in full: a kernel that skips work on the calls it guesses
+  are timed fails, and the timing points with it.
 
 Thresholds were set from measurements on the course machine (2-core AMD EPYC Zen 4, see
 ``tests/test_grader_gemm_cpu.py`` and the README's benchmark table) so that the reference solution
@@ -32,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.spec import Case, CaseData, HiddenCases, LabSpec, RuleResult
-from kernellab.numerics import KAware, compare
+from kernellab.numerics import KAware, compare, unit_roundoff
 from reference_kernels.gemm import gemm_abs_product, gemm_golden
 
 PERF_N = 1024
@@ -48,11 +51,34 @@ VISIBLE_SHAPES = [  # (M, N, K)
 ]
 DTYPES = ("float32", "float64")
 VISIBLE_SEED = 20261129
+MAX_CASE_BYTES = 192 << 20  # A + B + C of one hidden case
 
 
 # Bound when the grader's worker imports this module, before the submission loads: the baseline
 # the submission is timed against cannot be swapped out from under the grader.
 _NUMPY_MATMUL = np.matmul
+
+
+def _probably_correct(A: np.ndarray, B: np.ndarray, C: np.ndarray, rng) -> bool:
+    """Worker side, after every timed call (outside the timer): is C = A @ B within the lab's
+    tolerance? Freivalds' check with two random +-1 vectors x, row by row:
+    |C x - A (B x)| <= 2 (c sqrt(K) (u_acc + u_ref) + u_out) |A| (|B| 1), which every output the
+    element-wise K-aware rule accepts meets (so it never fails a correct call), while a row left
+    out or zeroed misses it by orders of magnitude. O(n^2): a few ms at n = 1024."""
+    K = A.shape[1]
+    A64, B64, C64 = (a.astype(np.float64) for a in (A, B, C))
+    if C64.shape != (A.shape[0], B.shape[1]) or not np.isfinite(C64).all():
+        return False
+    dt = A.dtype.name
+    coef = KAware(K=K, acc_dtype=dt, out_dtype=dt).coefficient() + unit_roundoff(dt)
+    scale = _NUMPY_MATMUL(np.abs(A64), _NUMPY_MATMUL(np.abs(B64), np.ones(B.shape[1])))
+    bound = 2.0 * coef * scale + np.finfo(np.float64).tiny
+    for _ in range(2):
+        x = rng.choice(np.array([-1.0, 1.0]), size=B.shape[1])
+        r = _NUMPY_MATMUL(C64, x) - _NUMPY_MATMUL(A64, _NUMPY_MATMUL(B64, x))
+        if not (np.abs(r) <= bound).all():
+            return False
+    return True
 
 
 def _seed(base: int, name: str) -> int:
@@ -96,10 +122,16 @@ class GemmCPU(LabSpec):
         try:
             m, n, k = int(p["M"]), int(p["N"]), int(p["K"])
             dt = str(p.get("dtype", "float32"))
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             raise ValueError(f"hidden case {p!r}: needs integer M, N, K and a dtype") from None
         if min(m, n, k) < 1 or dt not in DTYPES or m * n * k > 2**31:
             raise ValueError(f"hidden case {p!r}: M, N, K >= 1, M*N*K <= 2**31, dtype in {DTYPES}")
+        # A, B and C travel as files (the worker may write at most 256 MiB to one) and must fit
+        # the worker's memory next to the submission's own: a case too big would be blamed on
+        # the student
+        if (m * k + k * n + m * n) * np.dtype(dt).itemsize > MAX_CASE_BYTES:
+            raise ValueError(f"hidden case {p!r}: A, B and C together must fit in "
+                             f"{MAX_CASE_BYTES >> 20} MiB")
         return {"M": m, "N": n, "K": k, "dtype": dt}
 
     def case_data(self, case: Case) -> CaseData:
@@ -143,7 +175,8 @@ class GemmCPU(LabSpec):
         dt = np.dtype(plan["dtype"])
         fn = namespace["gemm"]
         rng = np.random.default_rng()
-        state = {"nan_after_return": 0, "last": None, "before": None}
+        check_rng = np.random.default_rng()
+        state = {"nan_after_return": 0, "wrong": 0, "checked": 0, "last": None, "before": None}
 
         def fresh(n):
             def setup():
@@ -160,6 +193,12 @@ class GemmCPU(LabSpec):
             if name == "submission":
                 if np.isnan(args[2]).any():
                     state["nan_after_return"] += 1
+                # every timed call, not only the last one re-checked in full: a kernel that
+                # skips work on calls it guesses are timed must not get away with it
+                state["checked"] += 1
+                A0, B0 = state["before"]
+                if not _probably_correct(A0, B0, args[2], check_rng):
+                    state["wrong"] += 1
                 state["last"] = state["before"] + (args[0], args[1], args[2].copy())
 
         tiny = fresh(8)()
@@ -198,8 +237,22 @@ class GemmCPU(LabSpec):
                         "before": str(workdir / "recheck_before.npz"),
                         "params": {"M": n, "N": n, "K": n, "dtype": dt.name},
                         "inputs": ["A", "B"], "outputs": ["C"],
-                        "nan_after_return": state["nan_after_return"]},
+                        "nan_after_return": state["nan_after_return"],
+                        "wrong_calls": state["wrong"], "checked_calls": state["checked"]},
         }
+
+    def perf_data_check(self, plan: dict, recheck: dict, arrays: dict) -> str | None:
+        n, dt = int(plan["n"]), np.dtype(plan["dtype"])
+        if recheck.get("params") != {"M": n, "N": n, "K": n, "dtype": dt.name}:
+            return (f"the timed calls were not the planned M=N=K={n} {dt.name} "
+                    f"({recheck.get('params')!r}): was the grading process tampered with?")
+        for name in ("A", "B", "C"):
+            a = arrays.get(name)
+            if a is None or a.shape != (n, n) or a.dtype != dt:
+                got = "missing" if a is None else f"{a.shape} {a.dtype}"
+                return (f"the last timed call's {name} is {got}, not the planned ({n}, {n}) "
+                        f"{dt.name}: was the grading process tampered with?")
+        return None
 
     def perf_rules(self, m: dict) -> list[RuleResult]:
         med = lambda xs: float(np.median(xs))  # noqa: E731
