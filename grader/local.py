@@ -10,11 +10,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import numpy as np
+import numpy as np  # noqa: F401
 
 from grader.labs import get_spec_class
 from grader.report import CaseResult
-from grader.runner import _check_case
+from grader.spec import RuleResult
+from grader.report import fmt_number, fmt_percent
+from grader.runner import check_case, recheck
 
 
 def check(lab_id: str, fn, *, limit: int | None = None, verbose: bool = True) -> bool:
@@ -31,8 +33,7 @@ def check(lab_id: str, fn, *, limit: int | None = None, verbose: bool = True) ->
     for case in cases:
         data = spec.case_data(case)
         arrays = {k: v.copy() for k, v in data.inputs.items()}
-        for name, (shape, dtype) in data.outputs.items():
-            arrays[name] = np.full(shape, np.nan, dtype=dtype)
+        arrays.update(data.allocate_outputs())
         try:
             ret = fn(*[arrays[n] for n in data.call])
             r = {"ok": True, "arrays": arrays,
@@ -41,12 +42,12 @@ def check(lab_id: str, fn, *, limit: int | None = None, verbose: bool = True) ->
             r = {"ok": False, "error": f"not implemented: {exc}"}
         except Exception as exc:  # feedback for the student, one line per case
             r = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        res = _check_case(spec, case, data, r)
+        res = check_case(spec, case, data, r)
         results.append(res)
         if verbose:
             cm = res.comparison or {}
-            figs = (f"max abs err {cm['max_abs']:.2e}, {cm['max_ulp']:.3g} ulp, "
-                    f"{100 * cm['budget_used']:.0f}% of budget") if cm else ""
+            figs = (f"max abs err {fmt_number(cm['max_abs'])}, {fmt_number(cm['max_ulp'])} ulp, "
+                    f"{fmt_percent(cm['budget_used'])} of budget") if cm else ""
             print(f"{'pass' if res.passed else 'FAIL'}  {case.name:<22} {figs}"
                   + ("" if res.passed else f"\n      {res.error}"))
             if res.tile_map:
@@ -67,6 +68,7 @@ def performance(lab_id: str, fn, *, verbose: bool = True, **plan_overrides) -> l
     plan = {**spec.perf_plan(), **plan_overrides}
     with tempfile.TemporaryDirectory() as d:
         measured = spec.measure({next(iter(spec.functions)): fn}, plan, Path(d))
+        after = recheck(spec, plan, measured["recheck"], Path(d))
     rules = spec.perf_rules(measured)
     if verbose:
         print(measured["setup"]["description"])
@@ -77,4 +79,8 @@ def performance(lab_id: str, fn, *, verbose: bool = True, **plan_overrides) -> l
             if r.detail:
                 print(f"      {r.detail}")
         print(f"threads: {measured['setup']['threads_note']}")
+        print("re-check of the timed calls: " + ("ok" if after.passed else f"FAIL — {after.error}"))
+    if not after.passed:
+        rules = rules + [RuleResult("timed calls computed the right result", None, 1.0, ">=", "",
+                                    False, after.error or "")]
     return rules

@@ -78,6 +78,7 @@ class Report:
     rules_checked: bool = False  # False: the source could not even be read
     score: float = 0.0
     passed: bool = False
+    performance_requested: bool = True
     when: str = ""
 
     @classmethod
@@ -114,12 +115,19 @@ class Report:
         recheck_ok = self.recheck is None or self.recheck.passed
         if self.rules and recheck_ok:
             perf = self.performance_points * sum(r.passed for r in self.rules) / len(self.rules)
-        if self.fatal and not self.cases:
-            corr = 0.0
         self.score = round(corr + perf, 1)
-        self.passed = (self.fatal is None and n > 0 and ok_cases == n and bool(self.rules)
-                       and all(r.passed for r in self.rules) and recheck_ok)
+        correct = self.fatal is None and n > 0 and ok_cases == n
+        if not self.performance_requested:  # --no-perf: a verdict on correctness alone
+            self.passed = correct
+        else:
+            self.passed = (correct and bool(self.rules) and all(r.passed for r in self.rules)
+                           and recheck_ok)
         return self
+
+    @property
+    def max_score(self) -> int:
+        return self.correctness_points + (self.performance_points if self.performance_requested
+                                          else 0)
 
     # ------------------------------------------------------------------ output
     def to_dict(self) -> dict:
@@ -129,7 +137,7 @@ class Report:
         d["recheck"] = self.recheck.to_dict() if self.recheck else None
         d["cases_passed"] = sum(c.passed for c in self.cases)
         d["cases_total"] = len(self.cases)
-        d["max_score"] = self.correctness_points + self.performance_points
+        d["max_score"] = self.max_score
         return d
 
     def to_text(self) -> str:
@@ -164,8 +172,8 @@ class Report:
                 name = c.case + (" (hidden)" if c.hidden else "")
                 if c.comparison:
                     cm = c.comparison
-                    L.append(f"   {name:<28} {_f(cm['max_abs']):>11} {_f(cm['max_ulp']):>9} "
-                             f"{_pct(cm['budget_used']):>7}  {'pass' if c.passed else 'FAIL'}")
+                    L.append(f"   {name:<28} {fmt_number(cm['max_abs']):>11} {fmt_number(cm['max_ulp']):>9} "
+                             f"{fmt_percent(cm['budget_used']):>7}  {'pass' if c.passed else 'FAIL'}")
                 else:
                     L.append(f"   {name:<28} {'-':>11} {'-':>9} {'-':>7}  FAIL")
                 if not c.passed and c.error:
@@ -205,18 +213,22 @@ class Report:
             L.append("the submission printed (last lines):")
             L.extend("   | " + ln for ln in self.output_tail.strip().splitlines()[-10:])
         L.append("")
-        L.append(f"score: {self.score:g}/{self.correctness_points + self.performance_points}  "
-                 f"{'PASS' if self.passed else 'FAIL'}")
+        verdict = "PASS" if self.passed else "FAIL"
+        if not self.performance_requested:
+            verdict += " (correctness only: performance not measured)"
+        L.append(f"score: {self.score:g}/{self.max_score}  {verdict}")
         return "\n".join(L)
 
 
-def _f(x) -> str:
+def fmt_number(x) -> str:
+    """A figure for a report: 3 significant digits; non-finite values arrive as strings."""
     if isinstance(x, str):
         return x
     return "-" if x is None else f"{x:.3g}"
 
 
-def _pct(x) -> str:
+def fmt_percent(x) -> str:
+    """A fraction of an error budget as a percentage (">10000%" past 100x)."""
     if isinstance(x, str):
         return x
     if x is None:

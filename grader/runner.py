@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -66,11 +67,21 @@ class _Session:
     def start(self) -> bool:
         """Start a worker, load the submission, warm up (JIT). False if it cannot be loaded."""
         spec = self.spec
-        self.worker = Worker(spec.lab_id, self.sub_path, self.workdir,
-                             Limits(memory_bytes=spec.memory_limit_bytes))
+        if self.worker is not None:
+            self.worker.close()
+        try:
+            self.worker = Worker(spec.lab_id, self.sub_path, self.workdir,
+                                 Limits(memory_bytes=spec.memory_limit_bytes),
+                                 cpu_only=spec.tier == "cpu")
+        except (OSError, subprocess.SubprocessError) as exc:
+            self.worker = None
+            self.load_error = (f"the grader could not start its worker process ({exc}); "
+                               "this is not the submission's fault — check the machine's "
+                               "process and memory limits")
+            return False
         t0 = time.perf_counter()
         try:
-            r = self.worker.request({"op": "load", "functions": list(spec.functions)},
+            r = self.worker.request({"op": "load", "functions": {k: list(v) for k, v in spec.functions.items()}},
                                     spec.compile_timeout_s)
         except WorkerDied as exc:
             self._died()
@@ -133,13 +144,16 @@ class _Session:
                                        f"{name}({', '.join(params)}))"})
             elif got == "not callable":
                 out.append({"name": name, "ok": False, "message": f"'{name}' is not a function"})
-            elif isinstance(got, list) and len(got) != len(params):
+            elif isinstance(got, dict) and not got.get("binds"):
+                shown = [str(p) for p in got.get("params", [])][:20]
                 out.append({"name": name, "ok": False,
-                            "message": f"{name}({', '.join(got)}) takes {len(got)} parameter(s); "
-                                       f"the lab calls {name}({', '.join(params)})"})
+                            "message": f"{name}({', '.join(shown)}) cannot be called as "
+                                       f"{name}({', '.join(params)}), which is how the lab "
+                                       f"calls it ({len(params)} arguments)"})
             else:
-                out.append({"name": name, "ok": True,
-                            "message": f"{name}({', '.join(got) if isinstance(got, list) else '...'})"})
+                shown = ", ".join(str(p) for p in got.get("params", [])[:20]) \
+                    if isinstance(got, dict) else "..."
+                out.append({"name": name, "ok": True, "message": f"{name}({shown})"})
         return out
 
     def _call(self, fn: str, data: CaseData, tag: str, timeout: float) -> dict:
@@ -163,7 +177,7 @@ class _Session:
     def _died(self) -> None:
         self.deaths += 1
         if self.worker:
-            self.worker.kill()
+            self.worker.close()
 
     def call(self, fn: str, data: CaseData, tag: str, timeout: float) -> dict:
         """One call; a crash or hang becomes {"ok": False, "error": …, "died": True}."""
@@ -182,7 +196,10 @@ class _Session:
             self.worker.close()
 
 
-def _check_case(spec, case: Case, data: CaseData, r: dict) -> CaseResult:
+def check_case(spec, case: Case, data: CaseData, r: dict) -> CaseResult:
+    """Judge one call (``r``: the worker's reply with the arrays after the call) in the grader's
+    process: inputs unchanged, outputs of the right shape and dtype, values against the golden
+    reference. Shared by the grader and the in-notebook checker (:mod:`grader.local`)."""
     res = CaseResult(case=case.name, params=case.params, hidden=case.hidden)
     if not r.get("ok"):
         res.error = r.get("error") or "failed"
@@ -241,6 +258,7 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
         spec.compile_timeout_s = compile_timeout_s
     hidden_cases = HiddenCases.load(hidden)
     report = Report.start(spec, str(submission))
+    report.performance_requested = run_performance
     say = progress or (lambda msg: None)
     path = Path(submission)
     if path.is_dir():
@@ -290,7 +308,7 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
                 continue
             data = spec.case_data(case)
             r = session.call(spec_entry(spec), data, f"case{i}", spec.case_timeout_s)
-            res = _check_case(spec, case, data, r)
+            res = check_case(spec, case, data, r)
             report.cases.append(res)
             say(f"case {case.name}: {'pass' if res.passed else 'FAIL'}")
         if run_performance and all(c.passed for c in report.cases):
@@ -330,8 +348,7 @@ def _performance(spec, session: _Session, report: Report, workdir: Path) -> None
     try:
         measured = r["measured"]
         rules = spec.perf_rules(measured)
-        recheck = measured["recheck"]
-        res = _recheck(spec, plan, recheck, workdir)
+        res = recheck(spec, plan, measured["recheck"], workdir)
     except Exception as exc:  # noqa: BLE001
         report.rules = []
         report.performance_note = (f"the measurements came back malformed ({type(exc).__name__}: "
@@ -342,7 +359,7 @@ def _performance(spec, session: _Session, report: Report, workdir: Path) -> None
     report.recheck = res
 
 
-def _recheck(spec, plan: dict, recheck: dict, workdir: Path) -> CaseResult:
+def recheck(spec, plan: dict, recheck: dict, workdir: Path) -> CaseResult:
     """Correctness after timing: the last timed call's output on its fresh inputs, checked here
     in full; every timed call's output, checked by the worker right after it returned (outside
     the timer, see the lab's ``measure``); and the timed data, which must be what the plan says
@@ -363,7 +380,7 @@ def _recheck(spec, plan: dict, recheck: dict, workdir: Path) -> CaseResult:
     if expected:
         return CaseResult(case=case.name, params=case.params, hidden=False, passed=False,
                           error=expected)
-    res = _check_case(spec, case, data, {"ok": True, "arrays": arrays})
+    res = check_case(spec, case, data, {"ok": True, "arrays": arrays})
     if recheck.get("nan_after_return"):
         res.passed = False
         res.error = (f"{recheck['nan_after_return']} timed call(s) returned before their "

@@ -46,12 +46,29 @@ class Limits:
     file_bytes: int = 256 << 20
 
 
+def _capped(which: int, soft: int, hard: int | None = None) -> tuple[int, int]:
+    """(soft, hard) for setrlimit, never above a hard limit the grader itself already runs under
+    (a shared login node or a container may impose one; raising it would fail)."""
+    hard = soft if hard is None else hard
+    _, cur_hard = resource.getrlimit(which)
+    if cur_hard != resource.RLIM_INFINITY:
+        soft, hard = min(soft, cur_hard), min(hard, cur_hard)
+    return soft, hard
+
+
 def _preexec(limits: Limits):
+    # computed here, in the grader, so the child only calls setrlimit
+    settings = [
+        (resource.RLIMIT_AS, _capped(resource.RLIMIT_AS, limits.memory_bytes)),
+        (resource.RLIMIT_CORE, (0, 0)),
+        (resource.RLIMIT_FSIZE, _capped(resource.RLIMIT_FSIZE, limits.file_bytes)),
+        (resource.RLIMIT_CPU, _capped(resource.RLIMIT_CPU, limits.cpu_seconds,
+                                      limits.cpu_seconds + 5)),
+    ]
+
     def apply():
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
+        for which, value in settings:
+            resource.setrlimit(which, value)
     return apply
 
 
@@ -60,15 +77,21 @@ class Worker:
 
     MAX_REPLY = 64 << 20  # bytes: a reply is a line of JSON (the measurements at most)
 
-    def __init__(self, lab_id: str, submission: Path, workdir: Path, limits: Limits):
+    def __init__(self, lab_id: str, submission: Path, workdir: Path, limits: Limits,
+                 cpu_only: bool = False):
         self.workdir = workdir
         self.limits = limits
         self.stdout_path = workdir / "stdout.txt"
         self.stderr_path = workdir / "stderr.txt"
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items()
+               # the lab's codegen profile and thread counts are the grader's to set, not
+               # whatever the calling shell or notebook exported
+               if not k.startswith("NUMBA_")}
         env.pop("KERNELLAB_HIDDEN_SEED", None)  # the instructor's secret stays with the grader
+        if cpu_only:  # no CUDA driver probe (cuInit) under the address-space limit
+            env["KERNELLAB_DEVICE"] = "sim"
         env["PYTHONPATH"] = str(_PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         env["KERNELLAB_GRADER_MEM"] = str(limits.memory_bytes)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -149,11 +172,16 @@ class Worker:
             self.proc.wait()
 
     def close(self) -> None:
+        """Ask the worker to exit, kill it if it does not, close the pipes. Idempotent (a file
+        descriptor closed twice could be someone else's by then)."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         if self.proc.poll() is None:
             try:
                 os.write(self._req_w, b'{"op": "exit"}\n')
                 self.proc.wait(timeout=5)
-            except (BrokenPipeError, subprocess.TimeoutExpired):
+            except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
         for fd in (self._req_w, self._resp_r):

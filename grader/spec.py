@@ -37,6 +37,16 @@ class CaseData:
     outputs: dict[str, tuple[tuple, str]]
     call: list[str]
 
+    def allocate_outputs(self) -> dict[str, np.ndarray]:
+        """Fresh output arrays: NaN for floats, the most negative value for integers (a kernel
+        that leaves an element unwritten shows up)."""
+        out = {}
+        for name, (shape, dtype) in self.outputs.items():
+            dt = np.dtype(dtype)
+            fill = np.nan if dt.kind == "f" else np.iinfo(dt).min
+            out[name] = np.full(tuple(shape), fill, dtype=dt)
+        return out
+
 
 @dataclass
 class RuleResult:
@@ -70,7 +80,7 @@ class HiddenCases:
         hc = cls()
         if path is not None:
             try:
-                data = json.loads(Path(path).read_text())
+                data = json.loads(Path(path).read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise ValueError(f"hidden-case file {path}: {exc}") from None
             if not isinstance(data, dict) or not isinstance(data.get("cases", []), list):

@@ -100,9 +100,11 @@ def _kind(exc: BaseException) -> str:
         return "exception"
 
 
-def _signature(ns: dict, name: str):
-    """Parameter names of ``ns[name]`` (a numba dispatcher's Python function too), None if it
-    is missing, "not callable" if it is not a function."""
+def _signature(ns: dict, name: str, params: list):
+    """``{"params": [...], "binds": bool}`` for ``ns[name]`` (a numba dispatcher's Python
+    function too): its parameter names, and whether the lab's call ``name(*params)`` binds to
+    them (defaults and ``*args`` count); None if it is missing, "not callable" if it is not a
+    function."""
     import inspect
 
     obj = ns.get(name)
@@ -111,10 +113,15 @@ def _signature(ns: dict, name: str):
     if not callable(obj):
         return "not callable"
     try:
-        target = getattr(obj, "py_func", obj)
-        return [str(p) for p in inspect.signature(target).parameters]
+        sig = inspect.signature(getattr(obj, "py_func", obj))
     except Exception:  # noqa: BLE001 - whatever the object does, the signature is unknown
         return "unknown"
+    try:
+        sig.bind(*params)
+        binds = True
+    except TypeError:
+        binds = False
+    return {"params": [str(p) for p in sig.parameters.values()], "binds": binds}
 
 
 def main(argv: list[str]) -> int:
@@ -122,12 +129,12 @@ def main(argv: list[str]) -> int:
     mem_limit = int(os.environ.get("KERNELLAB_GRADER_MEM", 0))
     import kernellab  # noqa: F401  first: thread settings before numpy/numba load
     from grader.labs import get_spec_class  # imports numpy, never numba
+    from grader.spec import CaseData
+    from kernellab import codegen
 
     spec_cls = get_spec_class(lab_id)
-    if spec_cls.codegen != "default":
-        from kernellab import codegen
-
-        codegen.apply(spec_cls.codegen)  # before numba compiles anything
+    codegen.apply(spec_cls.codegen)  # before numba compiles anything (the grader removed any
+    # NUMBA_* settings it inherited, so the profile is exactly the lab's)
     import warnings
 
     import numpy as np
@@ -160,8 +167,8 @@ def main(argv: list[str]) -> int:
                 exec(code, vars(module))
                 ns = vars(module)
                 _reply(fd_out, {"ok": True, "seconds": time.perf_counter() - t0,
-                                "codegen": spec_cls.codegen,
-                                "signatures": {f: _signature(ns, f) for f in req["functions"]}})
+                                "codegen": codegen.active(),
+                                "signatures": {f: _signature(ns, f, p) for f, p in req["functions"].items()}})
             elif op == "compile":
                 # Compile a numba entry point for the given argument types without running it,
                 # so compilation has its own budget and a hang shows up as a hang.
@@ -183,10 +190,8 @@ def main(argv: list[str]) -> int:
                 fn = ns[req["fn"]]
                 with np.load(req["in"]) as z:
                     arrays = {k: z[k] for k in z.files}
-                for name, (shape, dtype) in req["outputs"].items():
-                    dt = np.dtype(dtype)
-                    fill = np.nan if dt.kind == "f" else np.iinfo(dt).min
-                    arrays[name] = np.full(tuple(shape), fill, dtype=dt)
+                arrays.update(CaseData({}, {k: (tuple(s), d) for k, (s, d)
+                                            in req["outputs"].items()}, []).allocate_outputs())
                 args = [arrays[n] for n in req["call"]]
                 t0 = time.perf_counter()
                 ret = fn(*args)

@@ -12,7 +12,13 @@ _threads.apply()
 
 from kernellab import device as _device  # noqa: E402
 
-TIER = _device.select_tier()
+try:
+    TIER = _device.select_tier()
+except _device.DeviceError as _exc:
+    # A bad KERNELLAB_DEVICE must not break the CPU chapters or the grader's CPU labs: the
+    # error is raised again, in plain words, by whatever needs the GPU-side tier.
+    TIER = None
+    _device.remember_error(_exc)
 
 __version__ = "0.1.0"
 

@@ -26,9 +26,13 @@ def _project_root() -> Path:
 
 
 def cmd_doctor(args) -> int:
-    from kernellab import doctor
+    from kernellab import device, doctor
 
-    facts = doctor.collect()
+    try:
+        facts = doctor.collect()
+    except device.DeviceError as exc:
+        print(f"kernellab doctor: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps(facts, indent=2, default=str) if args.json else doctor.render(facts))
     return 0
 
@@ -60,9 +64,13 @@ def cmd_grade(args) -> int:
         except (AttributeError, ValueError):  # not a TextIOWrapper (e.g. captured by a test)
             pass
 
+    from grader.report import Report
+    from grader.spec import HiddenCases
+
     try:
-        get_spec_class(args.lab)
-    except UnknownLab as exc:
+        spec = get_spec_class(args.lab)()
+        spec.cases(HiddenCases.load(args.hidden))  # the caller's mistakes, before any grading
+    except (UnknownLab, ValueError) as exc:
         print(f"kernellab grade: {exc}", file=sys.stderr)
         return 2
     reports, status = [], 0
@@ -72,11 +80,16 @@ def cmd_grade(args) -> int:
         try:
             rep = grade(args.lab, sub, hidden=args.hidden, run_performance=not args.no_perf,
                         progress=progress)
-        except ValueError as exc:
-            print(f"kernellab grade: {exc}", file=sys.stderr)
-            return 2
+        except Exception as exc:  # noqa: BLE001 - one broken grading must not end a batch
+            if os.environ.get("KERNELLAB_DEBUG"):
+                raise
+            rep = Report.start(spec, str(sub))
+            rep.fatal = (f"internal error of the grader ({type(exc).__name__}: {exc}); not the "
+                         "submission's fault — set KERNELLAB_DEBUG=1 for details")
+            rep = rep.finish()
+            status = 3
         reports.append(rep)
-        if not rep.passed:
+        if not rep.passed and status == 0:
             status = 1
         if not args.json:
             print(rep.to_text())

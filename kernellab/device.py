@@ -19,6 +19,12 @@ import sys
 
 TIERS = ("gpu", "sim")
 _chosen: dict = {}
+_error: list = []
+
+
+def remember_error(exc: "DeviceError") -> None:
+    """Keep the error of the first tier choice; :func:`select_tier` raises it again."""
+    _error[:] = [exc]
 
 
 class DeviceError(RuntimeError):
@@ -63,6 +69,8 @@ def select_tier() -> str:
     """
     if _chosen:
         return _chosen["tier"]
+    if _error:
+        raise _error[0]
     forced = os.environ.get("KERNELLAB_DEVICE", "").strip().lower() or None
     if forced is not None and forced not in TIERS:
         raise DeviceError(f"KERNELLAB_DEVICE={forced!r}: expected one of {', '.join(TIERS)}")

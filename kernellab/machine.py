@@ -9,10 +9,16 @@ Nominal peak = cores x FMA units x SIMD lanes x 2 (an FMA is two FLOPs) x GHz.
 * FMA units per core: 2 on current x86 server cores (Intel Skylake-SP Gold/Platinum and later;
   AMD Zen 1-5 — Intel 64 and IA-32 Architectures Optimization Reference Manual §2; AMD Software
   Optimization Guide for Family 19h, §2.11). Zen 4 executes a 512-bit FMA as two 256-bit halves,
-  so for it this formula is an upper bound, never an underestimate — which is what the grader's
-  "faster than the machine can go" check needs. Override with ``KERNELLAB_FMA_UNITS``.
+  so for it this formula overstates the peak. Override with ``KERNELLAB_FMA_UNITS``.
 * GHz: the highest of cpufreq's ``cpuinfo_max_freq`` and ``/proc/cpuinfo``'s "cpu MHz"; a VM
-  may hide its boost clock. Override with ``KERNELLAB_CPU_GHZ``.
+  may hide its boost clock, so there the figure can be *below* what the cores reach. Override
+  with ``KERNELLAB_CPU_GHZ``.
+
+The nominal peak is therefore an estimate: an upper bound on the course machine (Zen 4's 512-bit
+FMAs are double-pumped, which the formula does not count), possibly an underestimate elsewhere
+(hidden boost clocks, cores with more than 2 FMA units). Code that flags "faster than the
+machine" must not rely on it alone (the grader also compares with the BLAS measured in the
+same run).
 """
 
 from __future__ import annotations
@@ -43,9 +49,11 @@ class CPUInfo:
         cores = self.cores if cores is None else cores
         return cores * self.fma_units * self.lanes(dtype) * 2 * self.ghz * 1e9
 
-    def formula(self, dtype=np.float32) -> str:
-        return (f"{self.cores} cores x {self.fma_units} FMA units x {self.lanes(dtype)} lanes "
-                f"x 2 x {self.ghz:.2f} GHz = {self.peak_flops(dtype) / 1e9:.1f} GFLOP/s")
+    def formula(self, dtype=np.float32, cores: int | None = None) -> str:
+        """The peak's arithmetic as text, for ``cores`` cores (default: all)."""
+        cores = self.cores if cores is None else cores
+        return (f"{cores} cores x {self.fma_units} FMA units x {self.lanes(dtype)} lanes "
+                f"x 2 x {self.ghz:.2f} GHz = {self.peak_flops(dtype, cores) / 1e9:.1f} GFLOP/s")
 
 
 def _cpuinfo() -> dict[str, str]:

@@ -61,10 +61,11 @@ def stub_source(source: str, where: str = "") -> str:
             if inside is not None:
                 raise NotebookError(f"{where} line {n}: BEGIN SOLUTION inside another block")
             inside = m
-            hint = (m.group("hint") or DEFAULT_HINT).replace('"', "'")
+            hint = m.group("hint") or DEFAULT_HINT
             ind = m.group("indent")
             out.append(f"{ind}# YOUR CODE HERE")
-            out.append(f'{ind}raise NotImplementedError("{hint}")')
+            quoted = '"' + hint.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            out.append(f"{ind}raise NotImplementedError({quoted})")
             continue
         if END.match(line):
             if inside is None:
@@ -95,12 +96,19 @@ def make_lab(solution_nb) -> nbformat.NotebookNode:
     """The student's version of a solution notebook: blocks stubbed, outputs cleared."""
     nb = nbformat.from_dict(solution_nb)
     for i, cell in enumerate(nb.cells):
+        lines = (cell.source or "").splitlines()
+        marked = any(BEGIN.match(ln) or END.match(ln) for ln in lines)
         if cell.cell_type == "code":
+            if marked and not is_solution_cell(cell):
+                # the grader runs only tagged cells: an untagged block could never be graded
+                raise NotebookError(f"cell {i}: solution markers in a code cell not tagged "
+                                    f"'{SOLUTION_TAG}'")
             cell.outputs = []
             cell.execution_count = None
             cell.source = stub_source(cell.source, where=f"cell {i}")
-        elif BEGIN.search(cell.source or ""):
-            raise NotebookError(f"cell {i}: solution markers in a {cell.cell_type} cell")
+        elif marked:
+            raise NotebookError(f"cell {i}: solution markers in a {cell.cell_type} cell (its "
+                                "text would reach the lab)")
     return nb
 
 

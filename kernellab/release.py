@@ -36,7 +36,7 @@ def release(root: Path, check: bool = False) -> tuple[int, list[str]]:
         return 2, [str(exc)]
     msgs, bad = [], False
     for path, text in wanted.items():
-        current = path.read_text() if path.exists() else None
+        current = path.read_text(encoding="utf-8") if path.exists() else None
         if current == text:
             msgs.append(f"up to date: {path.relative_to(root)}")
             continue
@@ -46,7 +46,7 @@ def release(root: Path, check: bool = False) -> tuple[int, list[str]]:
                         "(run `kernellab release`)")
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            path.write_text(text, encoding="utf-8")
             msgs.append(f"wrote {path.relative_to(root)}")
     for extra in sorted((root / "labs").glob("*.ipynb")):
         if extra not in wanted:

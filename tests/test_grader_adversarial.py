@@ -225,7 +225,7 @@ def test_skipping_work_on_timed_calls_fails_the_recheck(tmp_path):
     recheck = r["measured"]["recheck"]
     assert recheck["checked_calls"] == 4 and recheck["wrong_calls"] == 3
     assert recheck["nan_after_return"] == 0  # the old NaN test saw nothing
-    res = runner._recheck(spec, plan, recheck, tmp_path)
+    res = runner.recheck(spec, plan, recheck, tmp_path)
     assert not res.passed
     assert "3 of 4 timed call(s) wrote a wrong result" in res.error
 
@@ -262,7 +262,7 @@ def test_timed_data_other_than_the_plan_voids_the_recheck(tmp_path):
                "before": str(tmp_path / "recheck_before.npz"),
                "params": {"M": 8, "N": 8, "K": 8, "dtype": "float32"}, "inputs": ["A", "B"],
                "outputs": ["C"], "nan_after_return": 0, "wrong_calls": 0, "checked_calls": 10}
-    res = runner._recheck(spec, plan, recheck, tmp_path)
+    res = runner.recheck(spec, plan, recheck, tmp_path)
     assert not res.passed and "not the planned (8, 8) float32" in res.error
 
 
@@ -297,7 +297,7 @@ def test_recheck_files_outside_the_grading_folder_are_refused(tmp_path):
     spec = get_spec_class("gemm-cpu")()
     recheck = {"path": "/etc/hostname", "before": "/etc/hostname", "params": {}}
     with pytest.raises(ValueError, match="outside the grading folder"):
-        runner._recheck(spec, spec.perf_plan(), recheck, tmp_path)
+        runner.recheck(spec, spec.perf_plan(), recheck, tmp_path)
 
 
 # ---------------------------------------------------------- the worker: what it runs, replies

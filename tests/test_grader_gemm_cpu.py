@@ -38,7 +38,9 @@ def test_solution_passes_everything_and_json_has_the_figures():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     d = json.loads(r.stdout)
     assert d["passed"] is True and d["score"] == d["max_score"] == 100
-    assert d["cases_passed"] == d["cases_total"] == 20
+    from grader.labs.gemm_cpu import DTYPES, VISIBLE_SHAPES
+
+    assert d["cases_passed"] == d["cases_total"] == len(VISIBLE_SHAPES) * len(DTYPES)
     for c in d["cases"]:
         cm = c["comparison"]
         for key in ("max_abs", "max_rel", "max_ulp", "worst_index", "mismatches", "budget_used",
@@ -48,7 +50,7 @@ def test_solution_passes_everything_and_json_has_the_figures():
         assert cm["budget_used"] < 0.5, c
     names = [x["name"] for x in d["rules"]]
     assert names == ["speedup over the naive ijk kernel", "fraction of numpy.matmul (OpenBLAS)",
-                     "GFLOP/s within the nominal peak"]
+                     "fastest timed call is plausible"]
     for rule in d["rules"]:
         assert isinstance(rule["measured"], float) and isinstance(rule["threshold"], float)
         assert rule["passed"] is True
@@ -98,7 +100,7 @@ WRONG = {
     "calls_matmul_hidden.py": ("'getattr' is not allowed", "static"),
     "exits.py": ("called exit()", "cases"),
     "returns_array.py": ("left the output unwritten", "cases"),
-    "wrong_signature.py": ("takes 2 parameter(s)", "fatal"),
+    "wrong_signature.py": ("cannot be called as gemm(A, B, C)", "fatal"),
     "unbounded_alloc.py": ("ran out of memory", "cases"),
     "crashes.py": ("crashed with signal SIGSEGV", "cases"),
     "infinite_loop.py": ("did not finish within", "cases"),
@@ -113,11 +115,39 @@ def test_known_wrong_submission_fails_for_the_stated_reason(name):
     rep = grade("gemm-cpu", SUBS / name, run_performance=False, case_timeout_s=5,
                 first_call_timeout_s=10)
     assert not rep.passed
-    assert rep.score < 100
+    assert rep.score < rep.correctness_points  # at least one case lost (out of 60, no perf run)
     text = {"cases": first_error(rep), "static": " ".join(rep.static),
             "fatal": rep.fatal or ""}[where]
     assert reason in text, rep.to_text()
     assert "Traceback" not in rep.to_text()
+
+
+def test_zeros_fail_every_case_and_score_nothing():
+    rep = grade("gemm-cpu", SUBS / "zeros.py", run_performance=False)
+    assert rep.cases and not any(c.passed for c in rep.cases)
+    assert rep.score == 0
+
+
+def test_correctness_only_grading_of_the_solution_passes_out_of_60():
+    rep = grade("gemm-cpu", SOLUTION, run_performance=False)
+    assert rep.passed and rep.score == rep.max_score == rep.correctness_points
+    assert "correctness only" in rep.to_text()
+
+
+def test_plausibility_rule_fails_a_kernel_faster_than_the_machine():
+    from grader.labs.gemm_cpu import GemmCPU
+
+    base = {"speedup_naive": [100.0] * 5, "fraction_numpy": [0.9] * 5,
+            "gflops_numpy": [190.0] * 5, "gflops_naive": [1.0] * 5, "gflops_small": [90.0] * 5,
+            "peak_gflops": 332.0, "peak_formula": "test"}
+    honest = GemmCPU().perf_rules({**base, "gflops": [170.0] * 5})
+    assert all(r.passed for r in honest)
+    cheat = GemmCPU().perf_rules({**base, "gflops": [170.0] * 4 + [5000.0]})
+    rule = next(r for r in cheat if r.name == "fastest timed call is plausible")
+    assert not rule.passed and rule.measured == 5000.0 and rule.threshold == 332.0
+    # an underestimated nominal peak (hidden boost clock) never fails an honest fast kernel
+    low_peak = GemmCPU().perf_rules({**base, "peak_gflops": 100.0, "gflops": [180.0] * 5})
+    assert all(r.passed for r in low_peak)
 
 
 def test_tail_bug_is_located_on_the_last_tile_row():
@@ -133,7 +163,9 @@ def test_crash_costs_only_its_worker_and_grading_goes_on():
     errs = [c.error for c in rep.cases]
     assert sum("SIGSEGV" in e for e in errs) == 3
     assert all("not run" in e for e in errs[3:])
-    assert len(rep.cases) == 20
+    from grader.labs.gemm_cpu import DTYPES, VISIBLE_SHAPES
+
+    assert len(rep.cases) == len(VISIBLE_SHAPES) * len(DTYPES)
 
 
 @pytest.mark.slow
@@ -204,3 +236,6 @@ def test_twenty_performance_gradings_of_the_solution_in_a_row_have_no_false_fail
     finally:
         session.close()
     print("smallest margin per rule over 20 gradings:", worst)
+    # the thresholds claim the solution passes with a margin; the typical margin is >= 1.5x
+    # (README), the worst of 20 on a busy machine must still be clear of the line
+    assert worst["fraction of numpy.matmul (OpenBLAS)"] > 1.1, worst

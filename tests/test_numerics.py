@@ -103,6 +103,18 @@ def test_reference_must_dwarf_atol():
     check_reference_scale(np.full(10, 1.0), atol=1e-5)
 
 
+def test_frobenius_check_catches_systematic_error_under_the_elementwise_bound():
+    A, B, pol = _gemm_case(64, 64, 256, np.float32)
+    ref = gemm_golden(A, B)
+    bound, _, _ = pol.bounds(ref)
+    rng = np.random.default_rng(1)
+    out = ref + 0.5 * bound * rng.choice([-1.0, 1.0], size=ref.shape)  # every element at 50%
+    r = compare(out, ref, pol)
+    assert r.mismatches == 0  # element-wise: fine
+    assert not r.ok and r.frobenius_rel > r.frobenius_bound  # on aggregate: too large
+    assert "Frobenius" in r.message
+
+
 def test_frobenius_check_reported():
     A, B, pol = _gemm_case(16, 16, 16, np.float64)
     r = compare(A @ B, gemm_golden(A, B), pol)

@@ -66,6 +66,24 @@ def test_unbalanced_markers_are_errors(src):
         notebook.stub_source(src)
 
 
+def test_hint_is_quoted_safely():
+    src = 'def f():\n    ### BEGIN SOLUTION: use "packing" \\\n    pass\n    ### END SOLUTION\n'
+    out = notebook.stub_source(src)
+    compile(out, "<stub>", "exec")  # a quote or trailing backslash in the hint stays valid Python
+
+
+@pytest.mark.parametrize("cell_type,tags", [("markdown", []), ("code", [])])
+def test_markers_outside_tagged_code_cells_are_errors(cell_type, tags):
+    nb = nbformat.v4.new_notebook()
+    text = "Some text\n### BEGIN SOLUTION\nsecret = 1\n### END SOLUTION\n"
+    cell = (nbformat.v4.new_markdown_cell(text) if cell_type == "markdown"
+            else nbformat.v4.new_code_cell(text))
+    cell.metadata["tags"] = tags
+    nb.cells = [cell]
+    with pytest.raises(notebook.NotebookError):
+        notebook.make_lab(nb)
+
+
 def test_release_writes_and_check_detects_stale(tmp_path):
     (tmp_path / "solutions").mkdir()
     nb = nbformat.v4.new_notebook()

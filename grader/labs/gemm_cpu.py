@@ -15,7 +15,8 @@ per-round ratios measured interleaved in one process:
   of a passing kernel takes >= 10 ms there);
 * speedup over the naive ijk kernel >= ``MIN_SPEEDUP_NAIVE``, at ``PERF_N_NAIVE`` (the naive
   kernel takes seconds a call at ``PERF_N``);
-* GFLOP/s at most this machine's nominal peak (above it, the timer was cheated);
+* the fastest timed call at most the larger of this machine's nominal peak and 1.5x the fastest
+  numpy.matmul call of the run (above both, the timer was cheated);
 * every timed call's output right after it returns, outside the timer (:func:`_probably_correct`,
   a Freivalds check), and the last one in full: a kernel that skips work on the calls it guesses
   are timed fails, and the timing points with it.
@@ -44,10 +45,14 @@ PERF_ROUNDS = 5
 PERF_THREADS = 2
 MIN_SPEEDUP_NAIVE = 20.0
 MIN_FRACTION_NUMPY = 0.50
+PLAUSIBLE_VS_BLAS = 1.5  # no CPU kernel beats OpenBLAS by half again
 
 VISIBLE_SHAPES = [  # (M, N, K)
     (1, 1, 1), (2, 3, 1), (3, 1, 2), (1, 257, 3), (31, 33, 65), (33, 31, 127),
     (65, 127, 33), (127, 65, 257), (257, 2, 31), (33, 257, 257),
+    # K beyond every usual kc (256/512/1024): a kernel that mishandles its depth panels fails
+    # here, not only on the timed calls
+    (33, 65, 1100), (7, 130, 2100),
 ]
 DTYPES = ("float32", "float64")
 VISIBLE_SEED = 20261129
@@ -226,7 +231,7 @@ class GemmCPU(LabSpec):
             "gflops_naive": [2.0 * n2**3 / x / 1e9 for x in tn["naive"]],
             "gflops_small": [2.0 * n2**3 / x / 1e9 for x in tn["submission"]],
             "peak_gflops": info.peak_flops(dt, cores=min(info.cores, threads_)) / 1e9,
-            "peak_formula": info.formula(dt),
+            "peak_formula": info.formula(dt, cores=min(info.cores, threads_)),
             "setup": {"description": f"{dt.name}, {threads_} threads, {rounds} interleaved rounds "
                                      f"per group, fresh inputs per call: vs numpy at M=N=K={n}, "
                                      f"vs naive at M=N=K={n2}",
@@ -257,7 +262,10 @@ class GemmCPU(LabSpec):
     def perf_rules(self, m: dict) -> list[RuleResult]:
         med = lambda xs: float(np.median(xs))  # noqa: E731
         rng = lambda xs: (float(min(xs)), float(max(xs)))  # noqa: E731
-        g = med(m["gflops"])
+        # The nominal peak can underestimate (a VM hides its boost clock; some cores have more
+        # FMA units), and OpenBLAS is within a few percent of what a core can do: a kernel is
+        # implausible only above both.
+        plausible = round(max(m["peak_gflops"], PLAUSIBLE_VS_BLAS * max(m["gflops_numpy"])), 1)
         rules = [
             RuleResult("speedup over the naive ijk kernel", med(m["speedup_naive"]),
                        MIN_SPEEDUP_NAIVE, ">=", "x", med(m["speedup_naive"]) >= MIN_SPEEDUP_NAIVE,
@@ -268,10 +276,12 @@ class GemmCPU(LabSpec):
                        MIN_FRACTION_NUMPY, ">=", "", med(m["fraction_numpy"]) >= MIN_FRACTION_NUMPY,
                        f"numpy.matmul {med(m['gflops_numpy']):.1f} GFLOP/s in the same run",
                        rng(m["fraction_numpy"])),
-            RuleResult("GFLOP/s within the nominal peak", g, round(m["peak_gflops"], 1), "<=",
-                       " GFLOP/s", max(m["gflops"]) <= m["peak_gflops"],
-                       "faster than the machine can compute means the timer was cheated "
-                       f"(cached results, work outside the timed call); peak = {m['peak_formula']}",
+            RuleResult("fastest timed call is plausible", max(m["gflops"]), plausible, "<=",
+                       " GFLOP/s", max(m["gflops"]) <= plausible,
+                       "limit = the larger of the nominal peak "
+                       f"({m['peak_formula']}) and {PLAUSIBLE_VS_BLAS:g} x the fastest "
+                       f"numpy.matmul call ({max(m['gflops_numpy']):.1f} GFLOP/s); faster than "
+                       "that means the timer was cheated (cached results, work outside the call)",
                        rng(m["gflops"])),
         ]
         return rules
