@@ -1,9 +1,10 @@
 """The grading report: plain text for people, ``--json`` for machines (the same data).
 
 Score: ``correctness_points`` in proportion to the cases passed (all cases, hidden included),
-plus ``performance_points`` split evenly over the performance rules passed (rules run only
-once every case passes, and a failed re-check after timing voids them). ``passed`` — and exit
-status 0 — only when every check passes.
+plus ``performance_points`` split evenly over the scored performance rules passed (rules run
+only once every case passes; a failed re-check after timing or a failed gate — the
+plausibility rule, which earns nothing itself — voids them). ``passed`` — and exit status 0 —
+only when every check passes (with ``--no-perf``: every case).
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ class Report:
     output_tail: str = ""
     rules_checked: bool = False  # False: the source could not even be read
     score: float = 0.0
+    correctness_score: float = 0.0
+    performance_score: float = 0.0
     passed: bool = False
     performance_requested: bool = True
     when: str = ""
@@ -113,8 +116,12 @@ class Report:
         corr = self.correctness_points * ok_cases / n if n else 0.0
         perf = 0.0
         recheck_ok = self.recheck is None or self.recheck.passed
-        if self.rules and recheck_ok:
-            perf = self.performance_points * sum(r.passed for r in self.rules) / len(self.rules)
+        scored = [r for r in self.rules if r.scored]
+        gates_ok = all(r.passed for r in self.rules if not r.scored)
+        if scored and recheck_ok and gates_ok:  # a failed gate (implausible speed) voids them
+            perf = self.performance_points * sum(r.passed for r in scored) / len(scored)
+        self.correctness_score = round(corr, 1)
+        self.performance_score = round(perf, 1)
         self.score = round(corr + perf, 1)
         correct = self.fatal is None and n > 0 and ok_cases == n
         if not self.performance_requested:  # --no-perf: a verdict on correctness alone
@@ -167,7 +174,7 @@ class Report:
             npass = sum(c.passed for c in self.cases)
             L.append(f"3. correctness: {npass}/{len(self.cases)} cases pass")
             L.append(f"   {'case':<28} {'max abs err':>11} {'max ulp':>9} {'budget':>7}  result")
-            shown_errors: dict[str, int] = {}
+            first_with: dict[str, str] = {}  # error text -> the first case that had it
             for c in self.cases:
                 name = c.case + (" (hidden)" if c.hidden else "")
                 if c.comparison:
@@ -177,15 +184,14 @@ class Report:
                 else:
                     L.append(f"   {name:<28} {'-':>11} {'-':>9} {'-':>7}  FAIL")
                 if not c.passed and c.error:
-                    k = shown_errors.get(c.error, 0)
-                    shown_errors[c.error] = k + 1
-                    if k == 0:
+                    if c.error not in first_with:
+                        first_with[c.error] = c.case
                         L.append(f"      ↳ {c.error}")
                         if c.tile_map:
                             L.append("      output tiles (# wrong):")
                             L.extend("        " + row for row in c.tile_map.splitlines()[:16])
-                    elif k == 1:
-                        L.append("      ↳ (same error as above)")
+                    else:
+                        L.append(f"      ↳ same error as case {first_with[c.error]}")
         if self.rules or self.performance_note:
             setup = self.performance_setup
             head = "4. performance"
@@ -199,7 +205,7 @@ class Report:
                 if r.spread:
                     meas += f" ({r.spread[0]:.3g}–{r.spread[1]:.3g})"
                 L.append(f"   {r.name:<38} {meas:>24}  {r.op} {r.threshold:g}{r.unit}  "
-                         f"{'pass' if r.passed else 'FAIL'}")
+                         f"{'pass' if r.passed else 'FAIL'}" + ("" if r.scored else "  (gate)"))
                 if r.detail:
                     L.append(f"      {r.detail}")
             if setup.get("threads_note"):
@@ -216,7 +222,10 @@ class Report:
         verdict = "PASS" if self.passed else "FAIL"
         if not self.performance_requested:
             verdict += " (correctness only: performance not measured)"
-        L.append(f"score: {self.score:g}/{self.max_score}  {verdict}")
+        parts = f"correctness {self.correctness_score:g}/{self.correctness_points}"
+        if self.performance_requested:
+            parts += f" + performance {self.performance_score:g}/{self.performance_points}"
+        L.append(f"score: {self.score:g}/{self.max_score} ({parts})  {verdict}")
         return "\n".join(L)
 
 

@@ -60,6 +60,8 @@ class RuleResult:
     passed: bool
     detail: str = ""
     spread: tuple | None = None  # (min, max) over interleaved rounds
+    scored: bool = True  # False: a gate (e.g. plausibility) that earns no points but, failed,
+    # voids the performance points
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)

@@ -223,7 +223,11 @@ def check_source(source: str, *, allowed_imports: frozenset[str],
         out.append(coding)
 
     def name_rule(name: str, line: int, what: str) -> None:
-        if name in gemm:
+        if what == "name" and name == "__name__":
+            return  # ``if __name__ == "__main__":`` only reads the module's own name
+        if name in gemm and what != "name":
+            # a bare name can only come from an import (checked as an imported name) or be the
+            # submission's own variable (``dot = 0.0`` is fine)
             out.append(Finding(line, f"{what} '{name}' computes the product for you (or reaches a "
                                      "library/reference GEMM): write the loops yourself"))
         elif name in BANNED_BUILTINS:
@@ -294,6 +298,8 @@ def check_source(source: str, *, allowed_imports: frozenset[str],
                                              f"(allowed: {', '.join(sorted(allowed_imports))})"))
                 for i, part in enumerate(alias.name.split(".")):  # the top: allowlist above
                     name_rule(part, line, "module" if i else "name")
+        elif isinstance(node, ast.ImportFrom) and node.module == "__future__" and not node.level:
+            pass  # compiler directives (``from __future__ import annotations``), not a module
         elif isinstance(node, ast.ImportFrom):
             mod = node.module or ""
             if node.level or mod.split(".")[0] not in allowed_imports:
@@ -325,8 +331,8 @@ def check_source(source: str, *, allowed_imports: frozenset[str],
             v = node.value
             if v in gemm or v in BANNED_COURSE:
                 out.append(Finding(line, f"the string '{v}' names a banned function"))
-            elif (_DUNDER.match(v) or v in BANNED_BUILTINS or v in BANNED_NUMBA
-                  or v in FRAME_ATTRS):
+            elif v != "__main__" and (_DUNDER.match(v) or v in BANNED_BUILTINS
+                                      or v in BANNED_NUMBA or v in FRAME_ATTRS):
                 out.append(Finding(line, f"the string '{v}' names a banned escape hatch"))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if node.name.startswith("__"):

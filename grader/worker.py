@@ -176,6 +176,11 @@ def main(argv: list[str]) -> int:
                 if not hasattr(fn, "compile") or not hasattr(fn, "py_func"):
                     _reply(fd_out, {"ok": True, "compiled": False})
                     continue
+                if getattr(fn, "signatures", None) and not getattr(fn, "_can_compile", True):
+                    # @njit([explicit signatures]) compiled them when the module loaded, and
+                    # numba refuses to compile more: nothing left to do here
+                    _reply(fd_out, {"ok": True, "compiled": True, "seconds": 0.0})
+                    continue
                 import numba
 
                 t0 = time.perf_counter()

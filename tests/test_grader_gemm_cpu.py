@@ -122,6 +122,13 @@ def test_known_wrong_submission_fails_for_the_stated_reason(name):
     assert "Traceback" not in rep.to_text()
 
 
+@pytest.mark.parametrize("name", ["explicit_signatures.py", "honest_styles.py"])
+def test_honest_unusual_styles_pass_correctness(name):
+    rep = grade("gemm-cpu", ROOT / "tests" / "submissions" / "gemm_cpu_ok" / name,
+                run_performance=False)
+    assert rep.passed, rep.to_text()
+
+
 def test_zeros_fail_every_case_and_score_nothing():
     rep = grade("gemm-cpu", SUBS / "zeros.py", run_performance=False)
     assert rep.cases and not any(c.passed for c in rep.cases)

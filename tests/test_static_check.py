@@ -51,7 +51,8 @@ def test_clean_source_passes():
     ("import numpy as np\nnp._core.multiarray", "_core"),
     ("from numba.extending import intrinsic", "extending"),
     ("import numba\nnumba.objmode()", "objmode"),
-    ("gemm_naive(a, b, c)", "gemm_naive"),
+    ("from numba import gemm_naive", "gemm_naive"),
+    ("import numpy as np\nnp.gemm_naive(a, b, c)", "gemm_naive"),
     ("x = 'matmul'", "string"),
     ("from . import foo", "not allowed"),
     ("def f(:\n", "syntax error"),
@@ -64,6 +65,13 @@ def test_violations_are_found(src, needle):
     out = findings(src)
     assert out, src
     assert any(needle in f for f in out), out
+
+
+def test_honest_forms_are_accepted():
+    src = ("from __future__ import annotations\nimport math\n\ndef gemm(A, B, C):\n"
+           "    dot = 0.0\n    inner = math.ceil(1.5)\n    return None\n\n"
+           "if __name__ == '__main__':\n    pass\n")
+    assert findings(src) == []
 
 
 def test_findings_name_the_line():

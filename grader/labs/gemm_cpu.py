@@ -8,8 +8,12 @@ K-aware tolerance (:class:`kernellab.numerics.KAware`, accumulation in the input
 Sizes mix 1, 2, 3, 31, 33, 65, 127, 257 (tails of every common tile size), non-square, both
 dtypes; hidden cases add random sizes and K beyond common kc blockings.
 
-Performance (cpu tier): fp32, 2 threads, fresh inputs for every call, each rule on the median of
-per-round ratios measured interleaved in one process:
+Performance (cpu tier): fp32, **one thread** for the submission and for numpy/OpenBLAS alike,
+fresh inputs for every call, each rule on the median of per-round ratios measured interleaved
+in one process. One thread, because the ratio must not depend on what else runs on a 2-core
+machine: with 2 threads each, one busy core slowed OpenBLAS about 3x but a simple kernel only
+1.5x, so a kernel at 0.29 of numpy passed a 0.5 threshold under load (measured); with one thread
+the other core absorbs the load. Threads are measured by ``make bench`` and chapter 1.
 
 * fraction of numpy.matmul's speed >= ``MIN_FRACTION_NUMPY``, at M = N = K = ``PERF_N`` (one call
   of a passing kernel takes >= 10 ms there);
@@ -23,9 +27,12 @@ per-round ratios measured interleaved in one process:
 
 Thresholds were set from measurements on the course machine (2-core AMD EPYC Zen 4, see
 ``tests/test_grader_gemm_cpu.py`` and the README's benchmark table) so that the reference solution
-passes with at least a 1.5x margin and a plain unblocked ikj loop with ``prange`` fails.
+passes with at least a 1.5x margin and a plain unblocked ikj loop with ``prange`` fails
+(one thread, medians: solution about 0.9 of numpy, ikj about 0.3-0.4).
 The submission and the naive baseline are compiled with numba's default settings, in the same
-process (chapter 1's ``fast-gemm`` codegen profile is a lesson, not a grading condition).
+process (chapter 1's ``fast_gemm`` codegen profile is a lesson, not a grading condition: under
+the defaults a register tile of unrolled scalars stays scalar, while a loop over a small tile
+in L1 is vectorised by LLVM's loop vectoriser).
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from reference_kernels.gemm import gemm_abs_product, gemm_golden
 PERF_N = 1024
 PERF_N_NAIVE = 512  # the naive kernel takes seconds at 1024; its ratio is taken at 512
 PERF_ROUNDS = 5
-PERF_THREADS = 2
+PERF_THREADS = 1  # see the module docstring: robust to other work on the machine
 MIN_SPEEDUP_NAIVE = 20.0
 MIN_FRACTION_NUMPY = 0.50
 PLAUSIBLE_VS_BLAS = 1.5  # no CPU kernel beats OpenBLAS by half again
@@ -282,6 +289,6 @@ class GemmCPU(LabSpec):
                        f"({m['peak_formula']}) and {PLAUSIBLE_VS_BLAS:g} x the fastest "
                        f"numpy.matmul call ({max(m['gflops_numpy']):.1f} GFLOP/s); faster than "
                        "that means the timer was cheated (cached results, work outside the call)",
-                       rng(m["gflops"])),
+                       rng(m["gflops"]), scored=False),
         ]
         return rules
