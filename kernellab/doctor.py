@@ -48,7 +48,8 @@ def collect() -> dict:
 def render(f: dict) -> str:
     d, c, t = f["device"], f["cpu"], f["threads"]
     blas = ", ".join(f"{b.get('internal_api')} {b.get('version')} ({b.get('num_threads')} threads, "
-                     f"{b.get('architecture')})" for b in t.get("blas", [])) or "none found"
+                     f"{b.get('architecture')})" for b in t.get("blas", [])
+                     if b.get("user_api") == "blas") or "none found"
     lines = [
         "Kernel Lab doctor",
         f"  tier          {d['tier']}  ({d['reason']}; numba-cuda simulator "

@@ -23,7 +23,10 @@ def plan(root: Path) -> dict[Path, str]:
     sol_dir, lab_dir = root / "solutions", root / "labs"
     out = {}
     for src in sorted(sol_dir.glob("*.ipynb")):
-        out[lab_dir / src.name] = _render(notebook.make_lab(notebook.read(src)))
+        try:
+            out[lab_dir / src.name] = _render(notebook.make_lab(notebook.read(src)))
+        except notebook.NotebookError as exc:
+            raise notebook.NotebookError(f"{src.relative_to(root)}: {exc}") from None
     return out
 
 

@@ -56,8 +56,8 @@ def status() -> dict:
         "settings": {k: os.environ.get(k) for k in SETTINGS},
     }
     if info["in_effect"]:
-        info["note"] = ("idle BLAS/OpenMP threads sleep instead of spinning "
-                        + ", ".join(f"{k}={v}" for k, v in info["settings"].items()))
+        info["note"] = ("idle BLAS/OpenMP threads sleep instead of spinning ("
+                        + ", ".join(f"{k}={v}" for k, v in info["settings"].items()) + ")")
     else:
         info["note"] = ("WARNING: numpy/numba were imported before kernellab, so "
                         + " and ".join(SETTINGS) + " may not be in effect; interleaved "

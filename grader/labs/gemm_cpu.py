@@ -135,7 +135,7 @@ class GemmCPU(LabSpec):
             m, n, k = int(p["M"]), int(p["N"]), int(p["K"])
             dt = str(p.get("dtype", "float32"))
         except (KeyError, TypeError, ValueError, OverflowError):
-            raise ValueError(f"hidden case {p!r}: needs integer M, N, K and a dtype") from None
+            raise ValueError(f"hidden case {p!r}: needs integer M, N, K (dtype: float32 or float64, default float32)") from None
         if min(m, n, k) < 1 or dt not in DTYPES or m * n * k > 2**31:
             raise ValueError(f"hidden case {p!r}: M, N, K >= 1, M*N*K <= 2**31, dtype in {DTYPES}")
         # A, B and C travel as files (the worker may write at most 256 MiB to one) and must fit
