@@ -52,7 +52,7 @@ class CPUInfo:
     def formula(self, dtype=np.float32, cores: int | None = None) -> str:
         """The peak's arithmetic as text, for ``cores`` cores (default: all)."""
         cores = self.cores if cores is None else cores
-        return (f"{cores} cores x {self.fma_units} FMA units x {self.lanes(dtype)} lanes "
+        return (f"{cores} core{'s' if cores != 1 else ''} x {self.fma_units} FMA units x {self.lanes(dtype)} lanes "
                 f"x 2 x {self.ghz:.2f} GHz = {self.peak_flops(dtype, cores) / 1e9:.1f} GFLOP/s")
 
 

@@ -239,7 +239,7 @@ class GemmCPU(LabSpec):
             "gflops_small": [2.0 * n2**3 / x / 1e9 for x in tn["submission"]],
             "peak_gflops": info.peak_flops(dt, cores=min(info.cores, threads_)) / 1e9,
             "peak_formula": info.formula(dt, cores=min(info.cores, threads_)),
-            "setup": {"description": f"{dt.name}, {threads_} threads, {rounds} interleaved rounds "
+            "setup": {"description": f"{dt.name}, {threads_} thread{'s' if threads_ != 1 else ''}, {rounds} interleaved rounds "
                                      f"per group, fresh inputs per call: vs numpy at M=N=K={n}, "
                                      f"vs naive at M=N=K={n2}",
                       "threads_note": threads.status()["note"],
