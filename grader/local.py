@@ -67,7 +67,12 @@ def performance(lab_id: str, fn, *, verbose: bool = True, **plan_overrides) -> l
     spec = get_spec_class(lab_id)()
     plan = {**spec.perf_plan(), **plan_overrides}
     with tempfile.TemporaryDirectory() as d:
-        measured = spec.measure({next(iter(spec.functions)): fn}, plan, Path(d))
+        try:
+            measured = spec.measure({next(iter(spec.functions)): fn}, plan, Path(d))
+        except Exception as exc:  # feedback, not a traceback through the harness
+            if verbose:
+                print(f"cannot time it: {type(exc).__name__}: {exc}")
+            return []
         after = recheck(spec, plan, measured["recheck"], Path(d))
     rules = spec.perf_rules(measured)
     if verbose:
