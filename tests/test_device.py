@@ -22,7 +22,8 @@ def test_probe_is_fast_and_safe():
     import time
     t0 = time.perf_counter()
     count, note = device.probe_cuda_driver()
-    assert time.perf_counter() - t0 < 0.5
+    # well under a millisecond without a driver; cuInit on a real GPU can take a few 100 ms
+    assert time.perf_counter() - t0 < 5
     assert count >= 0 and isinstance(note, str) and note
 
 
