@@ -64,24 +64,19 @@ def main(argv=None) -> int:
     codegen.apply(args.profile)  # before any @njit function exists
 
     import numpy as np
-    from numba import njit, prange
 
     from kernellab import machine, numerics, threads, timing
     from kernellab.kernels import gemm_cpu
     from reference_kernels.gemm import gemm_abs_product, gemm_golden
 
-    @njit(cache=True, parallel=True)
-    def ikj_prange(A, B, C):
-        # What a first parallel attempt looks like: loop order ikj, prange over rows, 2-D indexing.
-        M, K = A.shape
-        N = B.shape[1]
-        for i in prange(M):
-            for j in range(N):
-                C[i, j] = 0
-            for k in range(K):
-                a = A[i, k]
-                for j in range(N):
-                    C[i, j] += a * B[k, j]
+    # Exactly the known-wrong submission the lab's performance rules must fail (one source).
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "ikj_plain", ROOT / "tests" / "submissions" / "gemm_cpu" / "ikj_plain.py")
+    ikj_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ikj_module)
+    ikj_prange = ikj_module.gemm
 
     n, dtype = args.n, np.float32
     rng = np.random.default_rng(20240601)
@@ -98,8 +93,8 @@ def main(argv=None) -> int:
         fns[name] = kernel
         descriptions[name] = kernel.description
     fns["ikj_prange"] = ikj_prange
-    descriptions["ikj_prange"] = ("not in the ladder: plain ikj, prange over i, 2-D indexing "
-                                  "(a lab threshold must fail it)")
+    descriptions["ikj_prange"] = ("not in the ladder: tests/submissions/gemm_cpu/ikj_plain.py, "
+                                  "plain ikj + prange (lab 1 must fail it)")
 
     # First calls: JIT compilation, or loading from the profile's on-disk cache.
     first_call = {}

@@ -10,13 +10,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import numpy as np  # noqa: F401
-
 from grader.labs import get_spec_class
-from grader.report import CaseResult
-from grader.spec import RuleResult
-from grader.report import fmt_number, fmt_percent
+from grader.report import CaseResult, fmt_number, fmt_percent
 from grader.runner import check_case, recheck
+from grader.spec import RuleResult
 
 
 def check(lab_id: str, fn, *, limit: int | None = None, verbose: bool = True) -> bool:

@@ -44,9 +44,9 @@ def blis_blocking(M=12, N=16, K=10, mc=6, nc=8, kc=4, mr=2, nr=4):
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.6),
                              gridspec_kw={"width_ratios": [K, N, N]})
     specs = [
-        ("A  (M x K)", K, M, [((0, 0), kc, mc, "#f4a261", f"mc x kc block\n(packed, L2)"),
+        ("A  (M x K)", K, M, [((0, 0), kc, mc, "#f4a261", "mc x kc block\n(packed, L2)"),
                               ((0, 0), kc, mr, "#e76f51", "mr sliver")]),
-        ("B  (K x N)", N, K, [((0, 0), nc, kc, "#2a9d8f", f"kc x nc panel\n(packed, L3)"),
+        ("B  (K x N)", N, K, [((0, 0), nc, kc, "#2a9d8f", "kc x nc panel\n(packed, L3)"),
                               ((0, 0), nr, kc, "#264653", "kc x nr sliver\n(L1/L2)")]),
         ("C  (M x N)", N, M, [((0, 0), nc, mc, "#e9c46a", "mc x nc block"),
                               ((0, 0), nr, mr, "#d62828", "mr x nr tile\n(registers)")]),
