@@ -20,6 +20,12 @@ except _device.DeviceError as _exc:
     TIER = None
     _device.remember_error(_exc)
 
+if TIER == "sim":
+    # numba-cuda's simulator, with launches run by kernellab's engine (kernellab.sim)
+    from kernellab import sim as _sim  # noqa: E402
+
+    _sim.arm()
+
 __version__ = "0.1.0"
 
 __all__ = ["TIER", "__version__"]

@@ -1,0 +1,136 @@
+"""The ``sim`` tier: numba-cuda's CUDA simulator extended by Kernel Lab (COURSE.md §4).
+
+On a machine without a GPU, ``import kernellab`` turns numba-cuda's simulator on and arranges
+for :func:`install` to run as soon as ``numba.cuda`` is imported, so ordinary numba-cuda code
+(``from numba import cuda``, ``@cuda.jit``) runs on :mod:`kernellab.sim.engine`: greenlet
+threads, warp intrinsics, GPU limits, bounds/race/divergence/uninitialised-read checks, traffic
+counters, and a GPU compile of every kernel (:mod:`kernellab.sim.ptx`). Modelled time from the
+counters: :mod:`kernellab.sim.model`.
+
+Public API: :func:`capture`, :func:`configure`, :func:`options`, :func:`install`,
+:class:`Capture`, the errors of :mod:`kernellab.sim.errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from kernellab.sim.errors import (  # noqa: F401
+    DivergenceError, GPUCompileError, KernelError, LaunchConfigError, OutOfBoundsError,
+    RaceError, SimError, StuckKernelError, UninitialisedReadError,
+)
+
+
+def _engine():
+    from kernellab import device
+    if device.select_tier() != "sim":
+        raise RuntimeError("kernellab.sim is the simulator tier; this process runs on a GPU")
+    from kernellab.sim import engine
+    engine.install()
+    return engine
+
+
+def install() -> None:
+    """Route numba-cuda simulator launches through the sim-tier engine (idempotent)."""
+    _engine()
+
+
+def configure(**opts) -> dict:
+    """Set engine options (see :func:`kernellab.sim.engine.configure`); returns old values."""
+    return _engine().configure(**opts)
+
+
+def options() -> dict:
+    """The engine's current options."""
+    return _engine().options()
+
+
+class Capture:
+    """Launches recorded by :func:`capture`: ``launches`` (list of
+    :class:`~kernellab.sim.engine.LaunchStats`) and :meth:`total`."""
+
+    def __init__(self, trace=False):
+        self.trace = trace
+        self.launches = []
+
+    def total(self) -> dict:
+        """Counters summed over the captured launches (``shared_bytes_per_block``: the max)."""
+        from kernellab.sim.engine import COUNTER_KEYS
+        out = dict.fromkeys(COUNTER_KEYS, 0)
+        for s in self.launches:
+            for k, v in s.counters.items():
+                out[k] = max(out[k], v) if k == "shared_bytes_per_block" else out[k] + v
+        return out
+
+
+@contextlib.contextmanager
+def capture(trace: bool = False, **opts):
+    """Record every sim-tier launch in the ``with`` block.
+
+    ``trace=True`` also keeps each launch's first block's individual accesses
+    (``LaunchStats.trace``). Extra keyword arguments set engine options for the block only
+    (e.g. ``gpu_compile=False``, ``shuffle=3``).
+    """
+    eng = _engine()
+    cap = Capture(trace)
+    old = eng.configure(**opts) if opts else {}
+    eng._listeners.append(cap)
+    try:
+        yield cap
+    finally:
+        eng._listeners.remove(cap)
+        if old:
+            eng.configure(**old)
+
+
+class _AfterCudaImport:
+    """A ``sys.meta_path`` finder that runs :func:`install` right after ``numba.cuda`` is
+    first imported (the import itself is done by the finders behind it, numba-cuda's redirector
+    included), so kernels launched from any module use the sim-tier engine."""
+
+    def __init__(self):
+        self.busy = False
+
+    def find_spec(self, name, path, target=None):
+        if name != "numba.cuda" or self.busy:
+            return None
+        self.busy = True
+        try:
+            import sys
+            spec = None
+            for finder in list(sys.meta_path):
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self.busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        orig = spec.loader.exec_module
+        hook = self
+
+        def exec_module(module):
+            orig(module)
+            import sys
+            if hook in sys.meta_path:
+                sys.meta_path.remove(hook)
+            eng = sys.modules.get("kernellab.sim.engine")
+            if eng is not None and not hasattr(eng, "install"):
+                return      # engine.py is being imported; it installs itself at its end
+            install()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def arm() -> None:
+    """Make the sim-tier engine take over simulator launches: now if ``numba.cuda`` is already
+    imported, else as soon as it is. Called by ``import kernellab`` on the sim tier."""
+    import sys
+    if "numba.cuda" in sys.modules:
+        install()
+        return
+    if not any(isinstance(f, _AfterCudaImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterCudaImport())

@@ -1,0 +1,1660 @@
+"""The ``sim`` tier's kernel executor: numba-cuda's CUDA simulator, made fast and strict.
+
+numba-cuda's simulator (``numba.cuda.simulator``) runs each CUDA thread of a block as an OS
+thread and busy-polls barriers. This module replaces only its launch
+(``FakeCUDAKernel.__call__``) and the in-kernel ``cuda`` module; everything else (``cuda.jit``,
+device arrays, ``cuda.to_device``, device functions) is the simulator's own. The stock executor
+stays available (``configure(executor="stock")`` or ``KERNELLAB_SIM_EXECUTOR=stock``).
+
+How a launch runs
+-----------------
+* Blocks run one after another. A block's threads are greenlets (``greenlet`` package) that run
+  without preemption and switch only at a barrier (``syncthreads``), a warp collective
+  (``shfl_*_sync``, ``ballot_sync``, ``syncwarp``...), an atomic, thread exit, or when one
+  barrier interval has logged ``SLICE`` memory accesses (so a thread spinning on memory lets the
+  others run). Threads run in thread-id order, or in a seeded random order per interval
+  (``shuffle=seed``) to shake out order-dependent bugs.
+* Every thread gets its own copy of the launching ``contextvars.Context`` (numpy's error state
+  lives there). ``threading.local`` is shared by all threads of a block: do not use it in kernels.
+* Arrays inside a kernel are wrapped (:class:`SimArray`): every element access of a global or
+  shared array is bounds-checked (negative indices are errors, not wraparound) and logged as
+  (element offset, thread, warp-sync epoch, source line). At each barrier the interval's log is
+  analysed in bulk with numpy:
+
+  - **races**: two threads touching one address, at least one writing, with no barrier between
+    them (``syncwarp`` separates accesses of the lanes of one warp); across blocks, any global
+    address written by one block and touched by another (blocks are unordered);
+  - **uninitialised shared memory**: a read of a shared element no thread has written (shared
+    and ``cuda.local`` arrays start poisoned: NaN for floats, bytes ``0xCD`` for integers);
+  - **traffic**: an access's *warp-level request* is (warp, source line, n-th execution of that
+    line by the thread in the interval); a global request costs its distinct 32-byte sectors, a
+    shared request the most distinct 4-byte words that fall in one of the 32 banks (wavefronts;
+    a broadcast of one word is free). Arrays get virtual addresses aligned to 256 bytes, as
+    ``cudaMalloc`` returns, so the counts do not depend on where numpy put the data.
+
+  These rules follow the CUDA C++ Programming Guide (§ "Compute Capability 5.x+ / Shared Memory"
+  for banks, § "Device Memory Accesses" for 32-byte sectors and coalescing) and NVIDIA's Compute
+  Sanitizer manual (racecheck, synccheck, initcheck, memcheck).
+* Limits a GPU enforces: at most 1024 threads a block (x, y <= 1024, z <= 64), grid y, z <=
+  65535, at most 48 KiB of static shared memory a block (CUDA C++ Programming Guide, Table
+  "Technical Specifications per Compute Capability").
+* A barrier must be reached by every live (not yet exited) thread of the block at the same
+  ``syncthreads`` call; a warp collective by every lane its mask names. Otherwise
+  :class:`~kernellab.sim.errors.DivergenceError`.
+* Watchdog: a block whose threads only load (no store, exit, barrier or changing atomic) for
+  ``STALE_SLICES`` slices in a row, or a launch running longer than ``watchdog_s`` seconds of
+  wall-clock, raises :class:`~kernellab.sim.errors.StuckKernelError` naming the threads and lines.
+
+What it does not do: it does not model timing or memory ordering weaker than sequential
+consistency (a racy kernel may give the right answer here; the race detector is what catches
+it), fp16/bf16 intrinsics beyond the stock simulator's, cooperative-grid sync across blocks,
+or ``threading.local`` per thread.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dis
+import itertools
+import functools
+import inspect
+import os
+import random
+import sys
+import time
+from collections import deque
+
+import numpy as np
+from greenlet import greenlet, getcurrent
+
+from numba.cuda.simulator import kernel as _simkernel
+from numba.cuda.simulator import kernelapi as _kapi
+from numba.cuda.simulator.args import ArgHint, InOut
+from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+from numba.cuda.errors import normalize_kernel_dimensions
+from numba.cuda import types as _nbtypes
+from numba.cuda.np import numpy_support as _npsupport
+
+from kernellab.sim.errors import (
+    DivergenceError, KernelError, LaunchConfigError, OutOfBoundsError, RaceError, SimError,
+    StuckKernelError, UninitialisedReadError,
+)
+
+WARP = 32
+MAX_THREADS = 1024
+MAX_BLOCK_DIM = (1024, 1024, 64)
+MAX_GRID_YZ = 65535
+MAX_STATIC_SHARED = 48 * 1024
+SECTOR = 32
+BANKS = 32
+BANK_BYTES = 4
+SLICE = 1 << 20            # a thread's log entries (2 an access) before a forced switch
+BLOCK_CAP = 1 << 21        # logged accesses kept before an analysis (about 40 bytes each)
+STALE_SLICES = 4
+ALIGN = 256
+INT_POISON = 0xCD
+
+_getframe = sys._getframe
+
+# ----------------------------------------------------------------------------------------
+# Options
+
+
+_OPTS = {
+    "executor": os.environ.get("KERNELLAB_SIM_EXECUTOR", "kernellab").strip() or "kernellab",
+    "race_check": True,
+    "gpu_compile": os.environ.get("KERNELLAB_SIM_GPU_COMPILE", "1").strip() != "0",
+    "shuffle": (int(os.environ["KERNELLAB_SIM_SHUFFLE"])
+                if os.environ.get("KERNELLAB_SIM_SHUFFLE", "").strip() else None),
+    "watchdog_s": 600.0,
+    "checks": os.environ.get("KERNELLAB_SIM_CHECKS", "full").strip() or "full",
+}
+
+
+def configure(**opts) -> dict:
+    """Set executor options; returns the previous values of the ones given.
+
+    ``executor`` ("kernellab" or "stock"), ``race_check`` (bool), ``gpu_compile`` (bool: compile
+    each kernel to PTX once per signature, :mod:`kernellab.sim.ptx`), ``shuffle`` (None or an
+    int seed), ``watchdog_s`` (float seconds per launch). Raises ``ValueError`` for an unknown
+    option or executor.
+    """
+    old = {}
+    for k, v in opts.items():
+        if k not in _OPTS:
+            raise ValueError(f"unknown sim option {k!r}; options: {', '.join(sorted(_OPTS))}")
+        if k == "executor" and v not in ("kernellab", "stock"):
+            raise ValueError(f"executor must be 'kernellab' or 'stock', not {v!r}")
+        if k == "checks" and v not in ("full", "fast"):
+            raise ValueError(f"checks must be 'full' or 'fast', not {v!r}")
+        old[k] = _OPTS[k]
+        _OPTS[k] = v
+    return old
+
+
+def options() -> dict:
+    """A copy of the current executor options."""
+    return dict(_OPTS)
+
+
+# ----------------------------------------------------------------------------------------
+# Per-launch state. Module globals, because the hot path (an array access) must be cheap.
+
+_log: list = []          # the running thread's access log (one int an access, see _Root)
+_slog: list = []         # mode 2: the running thread's access sites, parallel to _log
+_mode = 1                # 0 no log (checks="fast"), 1 log, 2 log with sites
+_kcode = None            # code object of the running kernel (sites in it need no lookup)
+_cur = None              # the running _Thread
+_launch = None           # the running _Launch
+_listeners: list = []    # capture() stacks
+
+
+class _Thread:
+    __slots__ = ("g", "tid", "idx", "idx3", "warp", "lane", "state", "wep", "wait", "resume",
+                 "log", "slog", "segs")
+
+    def __init__(self, tid, idx):
+        self.tid = tid
+        self.idx = idx
+        self.warp = tid // WARP
+        self.lane = tid % WARP
+        self.state = 0       # 0 runnable, 1 at barrier, 2 at warp op, 3 exited
+        self.wep = 0
+        self.wait = None
+        self.resume = None
+        self.g = None
+        self.log = []
+        self.slog = []
+        self.segs = []      # [(warp-sync epoch, log, site log)] closed by __syncwarp
+
+
+def _idx_str(idx):
+    return "(" + ", ".join(str(v) for v in idx) + ")"
+
+
+def _where(t=None):
+    t = t if t is not None else _cur
+    if t is None or _launch is None:
+        return ""
+    return f"tid={_idx_str(t.idx)} ctaid={_idx_str(_launch.ctaid)}"
+
+
+# ----------------------------------------------------------------------------------------
+# Arrays inside a kernel
+
+
+class _Root:
+    """One allocation (a kernel argument, or a shared array of the current block)."""
+
+    __slots__ = ("name", "space", "arr", "flat", "itemsize", "base", "aid", "key", "elems",
+                 "wowner", "rowner", "dram_r", "dram_w", "written", "shape")
+
+    def __init__(self, name, space, arr, base, aid):
+        self.name = name
+        self.space = space           # 'g' or 's'
+        self.arr = arr
+        # a 1-D view of the allocation when it is contiguous (fast element reads)
+        self.flat = arr.reshape(-1) if arr.flags.c_contiguous else None
+        self.itemsize = arr.itemsize
+        self.base = base             # virtual byte address of element offset 0
+        self.aid = aid
+        self.key = aid << AID_SHIFT
+        self.elems = arr.size
+        self.shape = arr.shape
+        self.wowner = None
+        self.rowner = None
+        self.dram_r = None
+        self.dram_w = None
+        self.written = None
+
+
+# A log entry is one int: (array id << 37) | (is_write << 36) | element offset.
+OFF_BITS = 36
+WRITE_BIT = 1 << OFF_BITS
+AID_SHIFT = OFF_BITS + 1
+
+
+def _site(f):
+    """Site id of an access made from a frame outside the kernel's own code (a device
+    function): (code id << 24) | instruction offset."""
+    code = f.f_code
+    cid = _code_ids.get(code)
+    if cid is None:
+        cid = _code_ids[code] = len(_code_ids) + 1
+        _codes.append(code)
+    return (cid << 24) | f.f_lasti
+
+
+_code_ids: dict = {}
+_codes: list = [None]
+
+
+class SimArray:
+    """A global or shared array as a kernel thread sees it on the sim tier.
+
+    Indexing with integers is bounds-checked (``OutOfBoundsError`` names the thread, the array
+    and the index; negative indices are errors, not wraparound), logged for the race detector
+    and the traffic counters, and returns what the numpy array returns (a numpy scalar of the
+    array's dtype, so arithmetic rounds as on the stock simulator). Slicing returns a wrapped
+    view. ``shape``, ``size``, ``ndim``, ``dtype`` and ``len()`` work as on numpy.
+
+    This base class is the general path (any dimension count, slices, non-contiguous
+    storage); :func:`_wrap` picks a specialised subclass for 1-D and 2-D contiguous storage.
+    """
+
+    __slots__ = ("_a", "_f", "_root", "_o", "_st", "_kr", "_kw", "shape", "ndim", "size",
+                 "dtype", "_n0", "_n1", "_s0", "_s1")
+
+    def __init__(self, arr, root, off0, st):
+        self._a = arr
+        self._f = root.flat
+        self._root = root
+        self._o = off0
+        self._st = st
+        self._kr = root.key + off0
+        self._kw = root.key + off0 + WRITE_BIT
+        self.shape = arr.shape
+        self.ndim = arr.ndim
+        self.size = arr.size
+        self.dtype = arr.dtype
+        self._n0 = arr.shape[0] if arr.ndim else 1
+        self._n1 = arr.shape[1] if arr.ndim > 1 else 1
+        self._s0 = st[0] if arr.ndim else 0
+        self._s1 = st[1] if arr.ndim > 1 else 0
+
+    def __len__(self):
+        return self._n0
+
+    def __repr__(self):
+        sp = "shared" if self._root.space == "s" else "global"
+        return f"<sim {sp} array {self._root.name} {self.shape} {self.dtype}>"
+
+    def _offset(self, idx, f):
+        """Element offset of ``idx`` from this view's start, or None for a non-scalar index."""
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        if len(idx) != self.ndim:
+            if all(isinstance(i, (int, np.integer)) for i in idx):
+                raise OutOfBoundsError(
+                    f"{_where()}: array {self._root.name} has {self.ndim} dimension(s), "
+                    f"indexed with {len(idx)} index(es) {idx!r} (line {f.f_lineno})")
+            return None
+        off = 0
+        for i, n, s in zip(idx, self.shape, self._st):
+            if not isinstance(i, (int, np.integer)) or isinstance(i, (bool, np.bool_)):
+                return None
+            if not 0 <= i < n:
+                raise self._oob(idx, f)
+            off += int(i) * s
+        return off
+
+    def _oob(self, idx, f):
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        sp = "shared" if self._root.space == "s" else "global"
+        shown = tuple(int(i) if isinstance(i, (int, np.integer)) else i for i in idx)
+        return OutOfBoundsError(
+            f"{_where()}: out-of-bounds {sp} access {self._root.name}{list(shown)} at line "
+            f"{f.f_lineno}: the array's shape is {tuple(self.shape)}"
+            + (" (a negative index is out of bounds on a GPU; it does not wrap around)"
+               if any(isinstance(i, (int, np.integer)) and i < 0 for i in shown) else ""))
+
+    def _record(self, entry, f):
+        if _mode == 0:
+            return
+        log = _log
+        log.append(entry)
+        if _mode == 2:
+            _slog.append(f.f_lasti if f.f_code is _kcode else _site(f))
+        if len(log) > SLICE:
+            _slice()
+
+    def _general_get(self, idx, f):
+        off = self._offset(idx, f)
+        if off is None:
+            res = self._a[idx]
+            if isinstance(res, np.ndarray):
+                return self._view(res)
+            raise OutOfBoundsError(f"{_where()}: unsupported index {idx!r} into "
+                                   f"{self._root.name} (line {f.f_lineno})")
+        self._record(self._kr + off, f)
+        return self._a[idx]
+
+    def _general_set(self, idx, val, f):
+        off = self._offset(idx, f)
+        if off is None:
+            res = self._a[idx]
+            if isinstance(res, np.ndarray):
+                v = self._view(res)
+                for j in np.ndindex(res.shape):
+                    v._general_set(j, val if np.ndim(val) == 0 else val[j], f)
+                return
+            raise OutOfBoundsError(f"{_where()}: unsupported index {idx!r} into "
+                                   f"{self._root.name} (line {f.f_lineno})")
+        self._record(self._kw + off, f)
+        self._a[idx] = val
+
+    def _view(self, sub):
+        base = self._root.arr
+        isz = base.itemsize
+        off0 = (sub.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // isz
+        return _wrap(sub, self._root, off0)
+
+    def __getitem__(self, idx):
+        return self._general_get(idx, _getframe(1))
+
+    def __setitem__(self, idx, val):
+        self._general_set(idx, val, _getframe(1))
+
+    # numpy interop (ufuncs on whole arrays; rare inside kernels): untracked
+    def __array__(self, dtype=None, copy=None):
+        return self._a if dtype is None else self._a.astype(dtype)
+
+    def __getattr__(self, name):
+        return getattr(self._a, name)
+
+
+# The fast paths, one class per (dimensions, logging mode), generated from one template so
+# each access runs straight-line code. Modes: 0 bounds checks only (checks="fast"), 1 log the
+# access (the default), 2 also log the source instruction (the re-run that names lines).
+_FAST_TEMPLATE = """
+class {name}(SimArray):
+    __slots__ = ()
+
+    def __getitem__(self, {args}):
+        try:
+            {unpack}
+            ok = {bounds}
+        except (TypeError, ValueError):
+            return self._general_get({idx}, _getframe(1))
+        if ok{notbool}:
+            rel = {rel}
+{log_r}
+            return self._f[self._o + rel]
+        return self._general_get({idx}, _getframe(1))
+
+    def __setitem__(self, {args}, v):
+        try:
+            {unpack}
+            ok = {bounds}
+        except (TypeError, ValueError):
+            return self._general_set({idx}, v, _getframe(1))
+        if ok{notbool}:
+            rel = {rel}
+{log_w}
+            self._f[self._o + rel] = v
+            return
+        return self._general_set({idx}, v, _getframe(1))
+"""
+_LOG = """            log = _log
+            log.append(self.{k} + rel)
+            if len(log) > SLICE:
+                _slice()"""
+_LOG_SITE = """            log = _log
+            log.append(self.{k} + rel)
+            f = _getframe(1)
+            _slog.append(f.f_lasti if f.f_code is _kcode else _site(f))
+            if len(log) > SLICE:
+                _slice()"""
+_DIMS = {
+    1: dict(args="i", unpack="pass", bounds="0 <= i < self._n0", idx="i",
+            notbool=" and i.__class__ is not bool", rel="i * self._s0"),
+    2: dict(args="idx", unpack="i, j = idx", bounds="0 <= i < self._n0 and 0 <= j < self._n1",
+            idx="idx", notbool="", rel="i * self._s0 + j * self._s1"),
+}
+_FAST = {}
+for _nd, _d in _DIMS.items():
+    for _m, _lg in ((0, "            pass"), (1, _LOG), (2, _LOG_SITE)):
+        _nm = f"_Arr{_nd}m{_m}"
+        exec(_FAST_TEMPLATE.format(name=_nm, log_r=_lg.format(k="_kr"),
+                                   log_w=_lg.format(k="_kw"), **_d), globals())
+        _FAST[_nd, _m] = globals()[_nm]
+
+
+def _wrap(arr, root, off0):
+    """Wrap ndarray ``arr`` (a view into ``root.arr`` starting at element ``off0``)."""
+    isz = arr.itemsize
+    st = tuple(s // isz for s in arr.strides)
+    cls = SimArray
+    if root.flat is not None and all(s >= 0 for s in st):
+        cls = _FAST.get((arr.ndim, _mode), SimArray)
+    return cls(arr, root, off0, st)
+
+
+# ----------------------------------------------------------------------------------------
+# The in-kernel ``cuda`` module
+
+
+def _poisoned(shape, dtype):
+    a = np.empty(shape, dtype)
+    if a.dtype.kind in "fc":
+        a.fill(np.nan)
+    else:
+        a.view(np.uint8).fill(INT_POISON)
+    return a
+
+
+class _Shared:
+    def __init__(self, launch):
+        self._launch = launch
+
+    def array(self, shape, dtype, alignment=None):
+        return self._launch.shared_array(shape, dtype, _getframe(1))
+
+
+class _Local:
+    def array(self, shape, dtype, alignment=None):
+        if isinstance(dtype, _nbtypes.Type):
+            dtype = _npsupport.as_dtype(dtype)
+        return _poisoned(shape, dtype)
+
+
+class _Const:
+    def array_like(self, ary):
+        return ary
+
+
+def _flat_index(arr, index):
+    if isinstance(index, tuple):
+        return index
+    return (index,)
+
+
+class _Atomic:
+    """Atomics: bounds-checked, counted, exempt from the race detector, and a switch point so
+    that a thread spinning on an atomic lets the others run."""
+
+    def _op(self, array, index, fn):
+        idx = _flat_index(array, index)
+        a = array._a if isinstance(array, SimArray) else array
+        if isinstance(array, SimArray):
+            if array._offset(idx) is None:
+                raise OutOfBoundsError(f"{_where()}: unsupported atomic index {index!r}")
+        old = a[idx]
+        new = fn(old)
+        changed = not (new == old or (new != new and old != old))
+        if changed:
+            a[idx] = new
+        _launch.counters["atomics"] += 1
+        _yield("atomic", changed)
+        return old
+
+    def add(self, array, index, val):
+        return self._op(array, index, lambda o: o + val)
+
+    def sub(self, array, index, val):
+        return self._op(array, index, lambda o: o - val)
+
+    def and_(self, array, index, val):
+        return self._op(array, index, lambda o: o & val)
+
+    def or_(self, array, index, val):
+        return self._op(array, index, lambda o: o | val)
+
+    def xor(self, array, index, val):
+        return self._op(array, index, lambda o: o ^ val)
+
+    def inc(self, array, index, val):
+        return self._op(array, index, lambda o: 0 if o >= val else o + 1)
+
+    def dec(self, array, index, val):
+        return self._op(array, index, lambda o: val if (o == 0 or o > val) else o - 1)
+
+    def exch(self, array, index, val):
+        return self._op(array, index, lambda o: val)
+
+    def max(self, array, index, val):
+        return self._op(array, index, lambda o: max(o, val))
+
+    def min(self, array, index, val):
+        return self._op(array, index, lambda o: min(o, val))
+
+    def nanmax(self, array, index, val):
+        return self._op(array, index, lambda o: np.nanmax([o, val]))
+
+    def nanmin(self, array, index, val):
+        return self._op(array, index, lambda o: np.nanmin([o, val]))
+
+    def cas(self, array, index, old, val):
+        return self._op(array, index, lambda o: val if o == old else o)
+
+    def compare_and_swap(self, array, old, val):
+        return self.cas(array, (0,) * array.ndim, old, val)
+
+
+class _GridGroup:
+    def sync(self):
+        if _launch.nblocks != 1:
+            raise DivergenceError(
+                f"{_where()}: grid.sync() with {_launch.nblocks} blocks: the sim tier runs blocks "
+                "one after another and can only synchronise a one-block grid")
+        return _barrier("plain", 0, _getframe(1))
+
+
+class _CG:
+    def this_grid(self):
+        return _GridGroup()
+
+
+class SimCudaModule(_kapi.FakeCUDAModule):
+    """The ``cuda`` a kernel sees during a sim-tier launch: the stock simulator's module with
+    threads, barriers, atomics, shared/local memory and warp intrinsics replaced."""
+
+    def __init__(self, launch):
+        super().__init__(launch.grid, launch.block, launch.dynshared_size)
+        self._shared = _Shared(launch)
+        self._local = _Local()
+        self._atomic = _Atomic()
+        self._cg = _CG()
+        self._launch = launch
+
+    # plain attributes (not the stock module's properties), set by the scheduler each time
+    # it switches to a thread: cheaper than a property call on every use in a kernel
+    threadIdx = None
+    blockIdx = None
+    laneid = None
+
+    def grid(self, n):
+        t = _cur.idx
+        b = _launch.ctaid
+        bd = _launch.block
+        x = b[0] * bd[0] + t[0]
+        if n == 1:
+            return x
+        y = b[1] * bd[1] + t[1]
+        if n == 2:
+            return (x, y)
+        if n == 3:
+            return (x, y, b[2] * bd[2] + t[2])
+        raise RuntimeError("Global ID has 1-3 dimensions. %d requested" % n)
+
+    def syncthreads(self):
+        _barrier("plain", 0, _getframe(1))
+
+    def syncthreads_count(self, val):
+        return _barrier("count", val, _getframe(1))
+
+    def syncthreads_and(self, val):
+        return _barrier("and", val, _getframe(1))
+
+    def syncthreads_or(self, val):
+        return _barrier("or", val, _getframe(1))
+
+    # warp-level primitives (CUDA C++ Programming Guide, "Warp Shuffle Functions",
+    # "Warp Vote Functions", "__syncwarp"; numba-cuda docs "Warp Intrinsics")
+    def syncwarp(self, mask=0xFFFFFFFF):
+        _warp_op("syncwarp", mask, None, None, _getframe(1))
+
+    def shfl_sync(self, mask, value, src_lane):
+        return _warp_op("shfl", mask, value, src_lane, _getframe(1))
+
+    def shfl_up_sync(self, mask, value, delta):
+        return _warp_op("shfl_up", mask, value, delta, _getframe(1))
+
+    def shfl_down_sync(self, mask, value, delta):
+        return _warp_op("shfl_down", mask, value, delta, _getframe(1))
+
+    def shfl_xor_sync(self, mask, value, lane_mask):
+        return _warp_op("shfl_xor", mask, value, lane_mask, _getframe(1))
+
+    def ballot_sync(self, mask, predicate):
+        return _warp_op("ballot", mask, predicate, None, _getframe(1))
+
+    def all_sync(self, mask, predicate):
+        return _warp_op("all", mask, predicate, None, _getframe(1))
+
+    def any_sync(self, mask, predicate):
+        return _warp_op("any", mask, predicate, None, _getframe(1))
+
+    def eq_sync(self, mask, value):
+        return _warp_op("eq", mask, value, None, _getframe(1))
+
+    def match_any_sync(self, mask, value):
+        return _warp_op("match_any", mask, value, None, _getframe(1))
+
+    def activemask(self):
+        return _launch.live_mask(_cur.warp)
+
+    def lanemask_lt(self):
+        return (1 << _cur.lane) - 1
+
+    def dp4a(self, a, b, c):
+        return dp4a(a, b, c)
+
+
+def dp4a(a, b, c):
+    """``c + sum_k a_k * b_k`` over the four bytes of ``a`` and ``b`` (PTX ``dp4a.s32.s32``).
+
+    Bytes are signed when the argument's type is a signed integer (Python ``int``, ``np.int32``)
+    and unsigned for ``np.uint32``/``np.uint64``, as numba-cuda's ``cuda.dp4a`` types them;
+    the result is an int32 that wraps on overflow. Source: PTX ISA, "Integer Arithmetic
+    Instructions: dp4a".
+    """
+    def lanes(x):
+        if isinstance(x, (np.unsignedinteger,)):
+            return np.array([int(x) & 0xFFFFFFFF], np.uint32).view(np.uint8).astype(np.int64)
+        return np.array([int(x) & 0xFFFFFFFF], np.uint32).view(np.int8).astype(np.int64)
+    acc = int(np.dot(lanes(a), lanes(b))) + int(c)
+    return np.int32(np.array([acc & 0xFFFFFFFF], np.uint64).astype(np.uint32).view(np.int32)[0])
+
+
+# ----------------------------------------------------------------------------------------
+# Thread switching
+
+_sched = None   # the scheduler greenlet of the running block
+
+
+def _barrier(kind, value, frame):
+    t = _cur
+    t.state = 1
+    t.wait = (kind, value, (frame.f_code, frame.f_lasti))
+    return _sched.switch()
+
+
+def _warp_op(op, mask, value, arg, frame):
+    t = _cur
+    t.state = 2
+    try:
+        m = int(mask) & 0xFFFFFFFF
+    except (TypeError, ValueError):
+        raise DivergenceError(f"{_where()}: {op} mask {mask!r} is not an integer") from None
+    t.wait = (op, m, value, arg, (frame.f_code, frame.f_lasti))
+    return _sched.switch()
+
+
+def _yield(why, changed):
+    t = _cur
+    t.wait = (why, changed)
+    return _sched.switch()
+
+
+def _slice():
+    _yield("slice", False)
+
+
+# ----------------------------------------------------------------------------------------
+# A launch
+
+
+class _NeedDetail(Exception):
+    """A hazard was found by the fast log (mode 1): re-run the launch logging source sites
+    (mode 2) so the error can name lines."""
+
+
+class _Launch:
+    def __init__(self, kernel, grid, block, dynshared_size, name):
+        self.kernel = kernel
+        self.name = name
+        self.grid = grid
+        self.block = block
+        self.dynshared_size = dynshared_size or 0
+        self.nblocks = grid[0] * grid[1] * grid[2]
+        self.nthreads = block[0] * block[1] * block[2]
+        self.counters = dict.fromkeys(COUNTER_KEYS, 0)
+        self.roots = []          # by aid: globals first, then each block's shared arrays
+        self.groots = []
+        self.block_roots = []
+        self.shared_roots = {}
+        self.shared_bytes = 0
+        self.shared_bytes_used = 0
+        self.ctaid = (0, 0, 0)
+        self.ctaid3 = None
+        self.blin = 0
+        self.threads = []
+        self.trace = None
+        self.want_trace = False
+        self.trace_parts = []
+        self.t0 = time.monotonic()
+        self.dyn = None
+        self.kcode = kernel.fn.__code__
+        self.pending = 0
+        self.isz_by_aid = self.base_by_aid = self.isg_by_aid = None
+        self.segs = []
+        self.epoch = 0
+
+    # -- memory
+    def global_root(self, name, arr):
+        base = ALIGN * (1 << 24) * (1 + len(self.groots))
+        root = _Root(name, "g", arr, base, len(self.roots))
+        self.roots.append(root)
+        self.groots.append(root)
+        nsec = (arr.size * arr.itemsize + SECTOR - 1) // SECTOR + 1
+        root.dram_r = np.zeros(nsec, np.bool_)
+        root.dram_w = np.zeros(nsec, np.bool_)
+        root.wowner = np.full(arr.size, -1, np.int32)
+        root.rowner = np.full(arr.size, -1, np.int32)
+        return _wrap(arr, root, 0)
+
+    def shared_array(self, shape, dtype, frame):
+        if isinstance(dtype, _nbtypes.Type):
+            dtype = _npsupport.as_dtype(dtype)
+        dtype = np.dtype(dtype)
+        if shape == 0:
+            if self.dyn is None:
+                count = self.dynshared_size // dtype.itemsize
+                self.dyn = self._new_shared("dynamic_shared", _poisoned(count, dtype))
+            return self.dyn
+        # one buffer per call site and block (code object + instruction offset: two
+        # allocations on one source line are two arrays, unlike the stock simulator)
+        key = (frame.f_code, frame.f_lasti)
+        got = self.shared_roots.get(key)
+        if got is None:
+            arr = _poisoned(shape, dtype)
+            self.shared_bytes += arr.nbytes
+            if self.shared_bytes > MAX_STATIC_SHARED:
+                raise LaunchConfigError(
+                    f"{_where()}: static shared memory of this block reaches {self.shared_bytes} "
+                    f"bytes at line {frame.f_lineno}; the limit is {MAX_STATIC_SHARED} bytes "
+                    "(48 KiB) a block")
+            got = self._new_shared(f"shared{len(self.shared_roots)}", arr)
+            self.shared_roots[key] = got
+        return got
+
+    def _new_shared(self, name, arr):
+        base = self.shared_bytes_used
+        self.shared_bytes_used = base + (arr.nbytes + 15) // 16 * 16
+        root = _Root(name, "s", arr, base, len(self.roots))
+        self.roots.append(root)
+        root.written = np.zeros(arr.size, np.bool_)
+        self.block_roots.append(root)
+        return _wrap(arr, root, 0)
+
+    def live_mask(self, warp):
+        m = 0
+        for t in self.threads[warp * WARP:(warp + 1) * WARP]:
+            if t.state != 3:
+                m |= 1 << t.lane
+        return m
+
+    # -- lines
+    def site_line(self, site):
+        site = int(site) & ~1
+        cid, lasti = site >> 24, site & 0xFFFFFF
+        code = self.kcode if cid == 0 else _codes[cid]
+        return _line_of(code, lasti)
+
+    def site_where(self, site):
+        site = int(site) & ~1
+        cid = site >> 24
+        code = self.kcode if cid == 0 else _codes[cid]
+        line = self.site_line(site)
+        if cid == 0:
+            return f"line {line}"
+        return f"line {line} of {code.co_name}"
+
+    # -- access logs. A thread's log is closed into a segment at each barrier, __syncwarp,
+    # forced switch and exit; segments are analysed in bulk by flush(), at the end of a block
+    # once enough have piled up (never inside a barrier interval, except when a forced
+    # switch finds a thread spinning).
+    def close(self, t):
+        if t.log:
+            self.segs.append((self.blin, self.epoch, t.tid, t.wep, t.log, t.slog))
+            t.log = []
+            t.slog = []
+
+    def flush(self):
+        """Analyse the closed segments (counters, races, uninitialised reads); returns True
+        when any of them stored to memory."""
+        segs = self.segs
+        self.segs = []
+        self.pending = 0
+        if not segs:
+            return False
+        lens = [len(sg[4]) for sg in segs]
+        n = sum(lens)
+        key = np.fromiter(itertools.chain.from_iterable(sg[4] for sg in segs), np.int64,
+                          count=n)
+        meta = np.array([sg[:4] for sg in segs], np.int64)
+        rep = np.repeat(np.arange(len(segs)), lens)
+        blin = meta[rep, 0]
+        epoch = meta[rep, 1]
+        tid = meta[rep, 2]
+        wep = meta[rep, 3]
+        if _mode == 2:
+            site = self._canonical(np.fromiter(
+                itertools.chain.from_iterable(sg[5] for sg in segs), np.int64, count=n))
+        else:
+            site = None
+        nep = int(meta[:, 1].max()) + 1
+        _, iv = _dense(blin * nep + epoch)
+        self.isz_by_aid = np.array([r.itemsize for r in self.roots], np.int64)
+        self.base_by_aid = np.array([r.base for r in self.roots], np.int64)
+        self.isg_by_aid = np.array([r.space == "g" for r in self.roots], np.bool_)
+        self._count(key, tid, blin, iv, site)
+        if _OPTS["race_check"]:
+            self._races(key, tid, blin, iv, wep, site)
+        self._uninitialised(key, tid, blin, epoch, site)
+        return bool(((key >> OFF_BITS) & 1).any())
+
+    def _count(self, key, tid, blin, iv, site):
+        """Traffic counters. An access's warp-level request is (array, load/store, barrier
+        interval, warp, n-th access of that kind to that array by the thread in the interval):
+        the lanes of a warp run one instruction stream, so their n-th accesses are one
+        instruction."""
+        c = self.counters
+        ak = key >> OFF_BITS                      # array id * 2 + is_write
+        niv = int(iv.max()) + 1
+        uak_iv, akiv = _dense(ak * niv + iv)
+        g = (akiv << 10) | tid
+        order = np.argsort(g, kind="stable")
+        gs = g[order]
+        starts = np.r_[0, np.flatnonzero(gs[1:] != gs[:-1]) + 1]
+        counts = np.diff(np.r_[starts, len(gs)])
+        occ = np.empty(len(gs), np.int64)
+        occ[order] = np.arange(len(gs)) - np.repeat(starts, counts)
+        req = (((akiv << 5) | (tid >> 5)) << 26) | occ
+        ureq, rinv = _dense(req)
+        req_ak = (uak_iv // niv)[ureq >> 31]
+        aid = ak >> 1
+        off = key & (WRITE_BIT - 1)
+        isz = self.isz_by_aid[aid]
+        addr = self.base_by_aid[aid] + off * isz
+        isg = self.isg_by_aid[aid]
+        nak = int(ak.max()) + 1
+        n_ak = np.bincount(ak, minlength=nak)
+        req_per_ak = np.bincount(req_ak, minlength=nak)
+        cost = np.zeros(nak, np.int64)
+        if isg.any():
+            ga, gr, gi = addr[isg], rinv[isg], isz[isg]
+            secs = _uniq(np.r_[(gr << 34) | (ga // SECTOR),
+                                   (gr << 34) | ((ga + gi - 1) // SECTOR)])
+            cost += np.bincount(req_ak[secs >> 34], minlength=nak)
+            gaid = aid[isg]
+            gw = ((key[isg] >> OFF_BITS) & 1).astype(np.bool_)
+            for root in self.groots:
+                m = gaid == root.aid
+                if not m.any():
+                    continue
+                o = off[isg][m] * root.itemsize
+                w = gw[m]
+                for bm, sel in ((root.dram_r, ~w), (root.dram_w, w)):
+                    if sel.any():
+                        bm[o[sel] // SECTOR] = True
+                        bm[(o[sel] + root.itemsize - 1) // SECTOR] = True
+        if (~isg).any():
+            sa, sr, si = addr[~isg], rinv[~isg], isz[~isg]
+            word = sa // BANK_BYTES
+            if (si > BANK_BYTES).any():     # 8/16-byte elements occupy consecutive words
+                wide = si > BANK_BYTES
+                extra_r = [sr[wide & (si > BANK_BYTES * k)] for k in range(1, 4)]
+                extra_w = [word[wide & (si > BANK_BYTES * k)] + k for k in range(1, 4)]
+                sr = np.concatenate([sr] + extra_r)
+                word = np.concatenate([word] + extra_w)
+            ur, sinv = _dense(sr)
+            uw = _uniq((sinv << 34) | word)
+            bank = (uw & ((1 << 34) - 1)) % BANKS
+            per_bank = np.bincount((uw >> 34) * BANKS + bank, minlength=len(ur) * BANKS)
+            waves = per_bank.reshape(len(ur), BANKS).max(axis=1)
+            cost += np.bincount(req_ak[ur], weights=waves, minlength=nak).astype(np.int64)
+        for a in np.flatnonzero(n_ak).tolist():
+            root = self.roots[a >> 1]
+            kind = "store" if a & 1 else "load"
+            if root.space == "g":
+                c[f"global_{kind}_requests"] += int(req_per_ak[a])
+                c[f"global_{kind}_elements"] += int(n_ak[a])
+                c[f"global_{kind}_bytes"] += int(n_ak[a]) * root.itemsize
+                c[f"global_{kind}_sectors"] += int(cost[a])
+            else:
+                c[f"shared_{kind}_requests"] += int(req_per_ak[a])
+                c[f"shared_{kind}_wavefronts"] += int(cost[a])
+        if self.want_trace:
+            first = blin == 0
+            if first.any():
+                self.trace_parts.append((key[first], tid[first],
+                                         site[first] if site is not None else None,
+                                         req[first]))
+
+    def _canonical(self, site):
+        """Map each site to the offset of its instruction: CPython 3.11's specialising
+        interpreter reports a call from a quickened subscript at the instruction's last inline
+        cache entry rather than at the instruction, so one access has two raw offsets."""
+        u, inv = np.unique(site, return_inverse=True)
+        out = np.empty_like(u)
+        for k, s_ in enumerate(u.tolist()):
+            cid, lasti = s_ >> 24, s_ & 0xFFFFFF
+            code = self.kcode if cid == 0 else _codes[cid]
+            out[k] = (cid << 24) | _instr_start(code, lasti)
+        return out[inv.ravel()]
+
+    def _uninitialised(self, key, tid, blin, epoch, site):
+        """Reads of shared memory that no thread wrote before (or in) the read's interval."""
+        aid = key >> AID_SHIFT
+        sh = ~self.isg_by_aid[aid]
+        if not sh.any():
+            return
+        idx = np.flatnonzero(sh)
+        addr_id = key[idx] & ~WRITE_BIT
+        w = ((key[idx] >> OFF_BITS) & 1).astype(np.bool_)
+        ua, ad = _dense(addr_id)
+        big = np.iinfo(np.int64).max
+        fw = np.full(len(ua), big, np.int64)
+        np.minimum.at(fw, ad[w], epoch[idx][w])
+        prev = np.zeros(len(ua), np.bool_)
+        ua_aid = ua >> AID_SHIFT
+        ua_off = ua & (WRITE_BIT - 1)
+        for a in np.unique(ua_aid).tolist():
+            root = self.roots[a]
+            m = ua_aid == a
+            prev[m] = root.written[ua_off[m]]
+            root.written[ua_off[m][fw[m] != big]] = True
+        r = ~w
+        bad = r & ~prev[ad] & (fw[ad] > epoch[idx])
+        if bad.any():
+            if _mode != 2:
+                raise _NeedDetail()
+            k = int(np.flatnonzero(bad)[0])
+            root = self.roots[int(aid[idx][k])]
+            th = self.thread_idx(int(tid[idx][k]))
+            raise UninitialisedReadError(
+                f"tid={_idx_str(th)} ctaid={_idx_str(self.block_idx(blin[idx][k]))}: read of shared "
+                f"array {root.name}{_unravel(root, int(ua_off[ad[k]]))} at "
+                f"{self.site_where(site[idx][k])}, which no thread of this block has "
+                "written (shared memory starts uninitialised on a GPU; the sim tier "
+                "fills it with NaN / bytes 0xCD)")
+
+    def _races(self, key, tid, blin, iv, wep, site):
+        addr_id = key & ~WRITE_BIT               # array id and offset, without the write bit
+        isw = ((key >> OFF_BITS) & 1).astype(np.bool_)
+        if isw.any():
+            # (address, interval) pairs touched by two or more threads, at least one writing
+            ua, ad = _dense(addr_id)
+            niv = int(iv.max()) + 1
+            adiv = ad * niv + iv
+            pair = _uniq((adiv << 10) | tid)
+            q = pair >> 10
+            multi = q[1:][q[1:] == q[:-1]]
+            if len(multi):
+                cand = np.intersect1d(multi, adiv[isw])
+                if len(cand):
+                    self._check_candidates(cand, adiv, addr_id, tid, blin, wep, site, isw)
+        # across blocks: blocks are unordered, so an address one block writes must not be
+        # touched by another block of the same launch
+        aid = addr_id >> AID_SHIFT
+        for root in self.groots:
+            m = np.flatnonzero(aid == root.aid)
+            if not len(m):
+                continue
+            off = addr_id[m] & (WRITE_BIT - 1)
+            w = isw[m]
+            b = blin[m]
+            uo, inv = _dense(off)
+            big = np.iinfo(np.int64).max
+            summary = []
+            for sel, owner in ((w, root.wowner), (~w, root.rowner)):
+                lo = np.full(len(uo), big, np.int64)
+                hi = np.full(len(uo), -1, np.int64)
+                np.minimum.at(lo, inv[sel], b[sel])
+                np.maximum.at(hi, inv[sel], b[sel])
+                new = np.where(hi < 0, -1, np.where(lo == hi, lo, -2))
+                old = owner[uo].astype(np.int64)
+                merged = np.where(old == -1, new,
+                                  np.where((new == -1) | (new == old), old, -2))
+                owner[uo] = merged
+                summary.append(merged)
+            wo, ro = summary
+            bad = (wo == -2) | ((wo >= 0) & (ro != -1) & (ro != wo))
+            if bad.any():
+                if _mode != 2:
+                    raise _NeedDetail()
+                u = int(np.flatnonzero(bad)[0])
+                ks = np.flatnonzero(inv == u)
+                kw = ks[w[ks]]
+                k = int(kw[-1]) if len(kw) else int(ks[-1])
+                g = m[k]
+                self._cross_block_race(root, int(uo[u]), tid[g], site[g],
+                                       "write" if isw[g] else "read", int(b[k]))
+
+    def _check_candidates(self, cand, adiv, addr_id, tid, blin, wep, site, isw):
+        sel = np.flatnonzero(np.isin(adiv, cand))
+        sel = sel[np.argsort(adiv[sel], kind="stable")]
+        groups = {}
+        for k in sel.tolist():
+            groups.setdefault(int(adiv[k]), []).append(k)
+        for ks in groups.values():
+            for x in range(len(ks)):
+                k1 = ks[x]
+                t1, w1, e1 = int(tid[k1]), bool(isw[k1]), int(wep[k1])
+                for k2 in ks[x + 1:]:
+                    w2 = bool(isw[k2])
+                    if not (w1 or w2):
+                        continue
+                    t2 = int(tid[k2])
+                    if t1 == t2:
+                        continue
+                    if t1 // WARP == t2 // WARP and e1 != int(wep[k2]):
+                        continue      # ordered by a __syncwarp of their warp
+                    if _mode != 2:
+                        raise _NeedDetail()
+                    a = int(addr_id[k1])
+                    root = self.roots[a >> AID_SHIFT]
+                    sp = "global" if root.space == "g" else "shared"
+                    self._race(root, sp, a & (WRITE_BIT - 1), (t1, w1, site[k1]),
+                               (t2, w2, site[k2]), int(blin[k1]))
+
+    def _race(self, root, sp, off, a1, a2, blin):
+        def who(a):
+            return (f"{'write' if a[1] else 'read'} by tid={_idx_str(self.thread_idx(a[0]))} at "
+                    f"{self.site_where(a[2])}")
+        raise RaceError(
+            f"ctaid={_idx_str(self.block_idx(blin))}: race on {sp} array {root.name}"
+            f"{_unravel(root, off)} (byte address {root.base + off * root.itemsize:#x}): "
+            f"{who(a1)} and {who(a2)}, with no syncthreads() between them")
+
+    def _cross_block_race(self, root, off, tid, site, what, blin):
+        bx, by, bz = self.block_idx(blin)
+        t = self.thread_idx(int(tid))
+        raise RaceError(
+            f"race on global array {root.name}{_unravel(root, off)}: {what} by tid="
+            f"{_idx_str(t)} ctaid={_idx_str((bx, by, bz))} at {self.site_where(site)}, and "
+            "another block of the same launch also accesses it (at least one of them writing)."
+            " Blocks run in no fixed order and cannot synchronise with each other inside one "
+            "launch")
+
+    def block_idx(self, blin):
+        gx, gy, _ = self.grid
+        bz, rem = divmod(int(blin), gx * gy)
+        by, bx = divmod(rem, gx)
+        return (bx, by, bz)
+
+    def thread_idx(self, tid):
+        bx, by, _ = self.block
+        tz, rem = divmod(tid, bx * by)
+        ty, tx = divmod(rem, bx)
+        return (tx, ty, tz)
+
+    def finish(self):
+        self.flush()
+        c = self.counters
+        c["blocks"] = self.nblocks
+        c["threads"] = self.nblocks * self.nthreads
+        c["warps"] = self.nblocks * ((self.nthreads + WARP - 1) // WARP)
+        for root in self.groots:
+            c["dram_read_bytes"] += int(root.dram_r.sum()) * SECTOR
+            c["dram_write_bytes"] += int(root.dram_w.sum()) * SECTOR
+        if self.want_trace:
+            self.trace = _build_trace(self, self.trace_parts)
+
+
+_line_cache: dict = {}
+_start_cache: dict = {}
+
+
+def _instr_start(code, lasti):
+    """Offset of the (non-cache) instruction that ``lasti`` belongs to."""
+    table = _start_cache.get(code)
+    if table is None:
+        table = {}
+        cur = 0
+        for ins in dis.get_instructions(code, show_caches=True):
+            if ins.opname != "CACHE":
+                cur = ins.offset
+            table[ins.offset] = cur
+        _start_cache[code] = table
+    return table.get(lasti, lasti)
+
+
+def _line_of(code, lasti):
+    """Source line of the instruction at byte offset ``lasti`` of ``code``."""
+    table = _line_cache.get(code)
+    if table is None:
+        table = {}
+        for ins in dis.get_instructions(code):
+            ln = ins.positions.lineno if ins.positions is not None else None
+            if ln is None:
+                ln = ins.starts_line
+            table[ins.offset] = ln
+        _line_cache[code] = table
+    if lasti in table and table[lasti] is not None:
+        return table[lasti]
+    best = None
+    for o, ln in table.items():
+        if o <= lasti and ln is not None:
+            best = ln
+    return best if best is not None else code.co_firstlineno
+
+
+def _uniq(x):
+    """Sorted distinct values of int array ``x`` (np.unique without its hash path, which is
+    slower here for int64 keys)."""
+    if len(x) == 0:
+        return x
+    y = np.sort(x)
+    return y[np.r_[True, y[1:] != y[:-1]]]
+
+
+def _dense(x):
+    """(sorted distinct values, inverse index) of int array ``x``."""
+    order = np.argsort(x, kind="stable")
+    y = x[order]
+    new = np.r_[True, y[1:] != y[:-1]]
+    inv = np.empty(len(x), np.int64)
+    inv[order] = np.cumsum(new) - 1
+    return y[new], inv
+
+
+def _unravel(root, off):
+    try:
+        return str(list(np.unravel_index(int(off), root.shape)))
+    except ValueError:
+        return f"[element {int(off)}]"
+
+
+COUNTER_KEYS = (
+    "blocks", "threads", "warps",
+    "global_load_requests", "global_store_requests",
+    "global_load_sectors", "global_store_sectors",
+    "global_load_bytes", "global_store_bytes",
+    "global_load_elements", "global_store_elements",
+    "dram_read_bytes", "dram_write_bytes",
+    "shared_load_requests", "shared_store_requests",
+    "shared_load_wavefronts", "shared_store_wavefronts",
+    "shared_bytes_per_block", "barriers", "warp_syncs", "shuffles", "votes", "atomics", "flops",
+)
+
+TRACE_DTYPE = np.dtype([("space", "U1"), ("kind", "U1"), ("array", "U16"), ("tid", np.int32),
+                        ("warp", np.int32), ("lane", np.int32), ("offset", np.int64),
+                        ("addr", np.int64), ("line", np.int32), ("request", np.int64)])
+
+
+def _build_trace(launch, parts):
+    if not parts:
+        return np.zeros(0, TRACE_DTYPE)
+    key = np.concatenate([p[0] for p in parts])
+    tid = np.concatenate([p[1] for p in parts])
+    req = np.concatenate([p[3] for p in parts])
+    out = np.zeros(len(key), TRACE_DTYPE)
+    aid = key >> AID_SHIFT
+    off = key & (WRITE_BIT - 1)
+    roots = launch.roots
+    out["space"] = [roots[a].space for a in aid.tolist()]
+    out["array"] = [roots[a].name for a in aid.tolist()]
+    out["kind"] = np.where((key >> OFF_BITS) & 1, "w", "r")
+    out["tid"] = tid
+    out["warp"] = tid // WARP
+    out["lane"] = tid % WARP
+    out["offset"] = off
+    out["addr"] = launch.base_by_aid[aid] + off * launch.isz_by_aid[aid]
+    out["line"] = -1
+    if all(p[2] is not None for p in parts):
+        site = np.concatenate([p[2] for p in parts])
+        lines = {s_: launch.site_line(s_) for s_ in np.unique(site).tolist()}
+        out["line"] = [lines[s_] for s_ in site.tolist()]
+    out["request"] = req
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# The scheduler of one block
+
+
+def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
+    global _cur, _sched, _log, _slog, _kcode
+    _kcode = launch.kcode
+    launch.ctaid = ctaid
+    launch.ctaid3 = _kapi.Dim3(*ctaid)
+    mod = launch.module
+    mod.blockIdx = launch.ctaid3
+    launch.blin = blin
+    launch.shared_roots = {}
+    launch.block_roots = []
+    launch.epoch = 0
+    launch.shared_bytes = 0
+    launch.shared_bytes_used = 0
+    launch.dyn = None
+    bx, by, bz = launch.block
+    threads = []
+    for tz in range(bz):
+        for ty in range(by):
+            for tx in range(bx):
+                t = _Thread(len(threads), (tx, ty, tz))
+                t.idx3 = _kapi.Dim3(tx, ty, tz)
+                threads.append(t)
+    launch.threads = threads
+    sched = getcurrent()
+    _sched = sched
+
+    def body(*_):
+        fn(*args)
+
+    for t in threads:
+        t.g = greenlet(body, parent=sched)
+        t.g.gr_context = base_ctx.copy()
+    runq = deque(threads)
+    if rng is not None:
+        rng.shuffle(runq)
+    live = len(threads)
+    at_bar = []
+    warp_wait = {}
+    stale = 0
+    progress = False
+    c = launch.counters
+    deadline = launch.t0 + _OPTS["watchdog_s"]
+    nsw = 0
+    popleft = runq.popleft
+    while True:
+        while runq:
+            t = popleft()
+            _cur = t
+            mod.threadIdx = t.idx3
+            mod.laneid = t.lane
+            _log = log = t.log
+            _slog = t.slog
+            n0 = len(log)
+            try:
+                t.g.switch(t.resume)
+            except SimError as exc:
+                if _where(t) and _where(t) not in str(exc) and "ctaid=" not in str(exc):
+                    raise type(exc)(f"{_where(t)}: {exc}") from exc.__cause__
+                raise
+            except Exception as exc:
+                tb = exc.__traceback__
+                line = None
+                while tb is not None:
+                    if tb.tb_frame.f_code is fn.__code__ or line is None:
+                        line = tb.tb_lineno
+                    tb = tb.tb_next
+                raise KernelError(
+                    f"{_where(t)}: {type(exc).__name__}: {exc}"
+                    + (f" (line {line})" if line else "")) from exc
+            if log:
+                launch.pending += len(t.log) - n0 if t.log is log else len(t.log)
+            if t.state == 1:
+                at_bar.append(t)
+                continue
+            if t.g.dead:
+                launch.close(t)
+                t.state = 3
+                live -= 1
+                progress = True
+                # a lane that exits while its warp waits for it in a collective
+                for wq in warp_wait.values():
+                    for u in wq:
+                        if (u.wait[1] >> t.lane) & 1 and u.warp == t.warp:
+                            _divergent_warp(launch, wq, t)
+                continue
+            if t.state == 2:
+                wq = warp_wait.setdefault(t.warp, [])
+                wq.append(t)
+                mask = t.wait[1]
+                arrived = 0
+                for u in wq:
+                    arrived |= 1 << u.lane
+                if arrived & mask == mask:
+                    _complete_warp_op(launch, threads, wq, runq)
+                    del warp_wait[t.warp]
+                    progress = True
+                else:
+                    for ln in range(WARP):
+                        if (mask >> ln) & 1:
+                            k = t.warp * WARP + ln
+                            if k >= len(threads) or threads[k].state == 3:
+                                _divergent_warp(launch, wq, threads[k] if k < len(threads)
+                                                else None, missing_lane=ln)
+            else:
+                why, changed = t.wait
+                t.wait = None
+                t.resume = None
+                runq.append(t)
+                if why == "slice":
+                    launch.close(t)
+                    if launch.flush():
+                        progress = True
+                    if progress:
+                        stale = 0
+                    else:
+                        stale += 1
+                    progress = False
+                    if stale >= STALE_SLICES:
+                        _stuck(launch, threads, "only loaded from memory")
+                else:
+                    if changed:
+                        progress = True
+                        stale = 0
+                    else:
+                        stale += 1
+                        if stale >= SLICE:
+                            _stuck(launch, threads, "only retried atomics that changed nothing")
+            nsw += 1
+            if not nsw & 1023 and time.monotonic() > deadline:
+                _stuck(launch, threads, f"ran past the watchdog ({_OPTS['watchdog_s']:.0f} s)")
+        if live == 0:
+            break
+        if warp_wait:
+            for wq in warp_wait.values():
+                _divergent_warp(launch, wq, None)
+        # every live thread waits at a barrier
+        site0 = at_bar[0].wait[2]
+        sites = {site0: at_bar}
+        for t in at_bar:
+            if t.wait[2] != site0:
+                sites = {}
+                for u in at_bar:
+                    sites.setdefault(u.wait[2], []).append(u)
+                break
+        if len(sites) > 1:
+            desc = "; ".join(f"{_thread_list(ts)} at line {_line_of(*s)}" for s, ts in sites.items())
+            raise DivergenceError(
+                f"ctaid={_idx_str(ctaid)}: threads wait at different syncthreads() calls ({desc}):"
+                " a barrier inside a branch not taken by the whole block")
+        kinds = {t.wait[0] for t in at_bar}
+        if len(kinds) > 1:
+            raise DivergenceError(f"ctaid={_idx_str(ctaid)}: threads wait at different barriers "
+                                  f"({', '.join(sorted(kinds))}) at one line")
+        kind = kinds.pop()
+        for t in at_bar:
+            if t.log:
+                launch.close(t)
+        launch.epoch += 1
+        progress = True
+        if launch.pending > BLOCK_CAP:
+            launch.flush()
+        c["barriers"] += 1
+        if kind == "plain":
+            result = None
+        else:
+            vals = [bool(t.wait[1]) for t in at_bar]
+            result = (sum(vals) if kind == "count" else int(all(vals)) if kind == "and"
+                      else int(any(vals)))
+        order = at_bar
+        if rng is not None:
+            order.sort(key=lambda u: u.tid)
+            rng.shuffle(order)
+        for t in order:
+            t.state = 0
+            t.resume = result
+        runq.extend(order)
+        at_bar = []
+        stale = 0
+    launch.flush()
+    c["shared_bytes_per_block"] = max(c["shared_bytes_per_block"],
+                                      launch.shared_bytes + (launch.dynshared_size or 0))
+
+
+def _thread_list(ts):
+    ids = sorted(t.tid for t in ts)
+    if len(ids) > 6:
+        return f"{len(ids)} threads (tid {_idx_str(ts[0].idx)}...)"
+    return "threads " + ", ".join(_idx_str(t.idx) for t in sorted(ts, key=lambda u: u.tid))
+
+
+def _divergent_warp(launch, wq, missing, missing_lane=None):
+    t = wq[0]
+    op, mask = t.wait[0], t.wait[1]
+    site = t.wait[4]
+    if missing is None and missing_lane is None:
+        arrived = {u.lane for u in wq}
+        lanes = [ln for ln in range(WARP) if (mask >> ln) & 1 and ln not in arrived]
+        who = f"lane(s) {lanes} named in the mask never arrived (waiting at a barrier or elsewhere)"
+    elif missing is None:
+        who = f"lane {missing_lane} named in the mask does not exist in this block"
+    else:
+        who = f"lane {missing.lane} (tid={_idx_str(missing.idx)}) named in the mask has exited"
+    raise DivergenceError(
+        f"ctaid={_idx_str(launch.ctaid)} warp {t.warp}: {op}_sync(mask={mask:#010x}) at line "
+        f"{_line_of(*site)}: {who}")
+
+
+def _complete_warp_op(launch, threads, wq, runq):
+    c = launch.counters
+    first = wq[0]
+    op, mask = first.wait[0], first.wait[1]
+    for u in wq:
+        if u.wait[0] != op or u.wait[1] != mask:
+            raise DivergenceError(
+                f"ctaid={_idx_str(launch.ctaid)} warp {first.warp}: lanes call different warp "
+                f"collectives or masks ({op} mask {mask:#x} at line {_line_of(*first.wait[4])} vs "
+                f"{u.wait[0]} mask {u.wait[1]:#x} at line {_line_of(*u.wait[4])})")
+    by_lane = {u.lane: u for u in wq}
+    results = {}
+    if op == "syncwarp":
+        for u in wq:
+            launch.close(u)
+            u.wep += 1
+        c["warp_syncs"] += 1
+        results = dict.fromkeys(by_lane)
+    elif op.startswith("shfl"):
+        c["shuffles"] += 1
+        for ln, u in by_lane.items():
+            arg = int(u.wait[3])
+            if op == "shfl":
+                src = arg % WARP
+            elif op == "shfl_up":
+                src = ln - arg if ln - arg >= 0 else ln
+            elif op == "shfl_down":
+                src = ln + arg if ln + arg < WARP else ln
+            else:
+                src = ln ^ arg if (ln ^ arg) < WARP else ln
+            if src not in by_lane:
+                raise DivergenceError(
+                    f"ctaid={_idx_str(launch.ctaid)} warp {u.warp}: {op}_sync at line "
+                    f"{_line_of(*u.wait[4])}: lane {ln} reads lane {src}, which is not in the mask "
+                    f"{mask:#010x} (the value would be undefined on a GPU)")
+            results[ln] = by_lane[src].wait[2]
+    else:
+        c["votes"] += 1
+        vals = {ln: u.wait[2] for ln, u in by_lane.items()}
+        if op == "ballot":
+            b = 0
+            for ln, v in vals.items():
+                if v:
+                    b |= 1 << ln
+            results = dict.fromkeys(vals, np.uint32(b))
+        elif op == "all":
+            results = dict.fromkeys(vals, int(all(bool(v) for v in vals.values())))
+        elif op == "any":
+            results = dict.fromkeys(vals, int(any(bool(v) for v in vals.values())))
+        elif op == "eq":
+            vs = list(vals.values())
+            results = dict.fromkeys(vals, int(all(v == vs[0] for v in vs)))
+        elif op == "match_any":
+            for ln, v in vals.items():
+                m = 0
+                for l2, v2 in vals.items():
+                    if v2 == v:
+                        m |= 1 << l2
+                results[ln] = np.uint32(m)
+    for ln in sorted(by_lane):
+        u = by_lane[ln]
+        u.state = 0
+        u.wait = None
+        u.resume = results[ln]
+    # resume the warp's lanes next, in lane order
+    for ln in sorted(by_lane, reverse=True):
+        runq.appendleft(by_lane[ln])
+
+
+def _stuck(launch, threads, why):
+    alive = [t for t in threads if t.state != 3]
+    where = []
+    for t in alive[:8]:
+        fr = t.g.gr_frame
+        while fr is not None and fr.f_code.co_filename == __file__:
+            fr = fr.f_back
+        where.append(f"tid={_idx_str(t.idx)} line {fr.f_lineno if fr is not None else '?'}")
+    more = f" and {len(alive) - 8} more" if len(alive) > 8 else ""
+    raise StuckKernelError(
+        f"ctaid={_idx_str(launch.ctaid)}: the block cannot make progress: its threads "
+        f"{why} ({'; '.join(where)}{more}). A thread spinning on memory another thread "
+        "should write never sees the write here unless that thread can run: check for a wait "
+        "on a value no thread will store")
+
+
+# ----------------------------------------------------------------------------------------
+# Launch entry point
+
+
+def _arg_names(fn, n):
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        names = []
+    names += [f"arg{i}" for i in range(len(names), n)]
+    return names
+
+
+def check_launch_config(grid, block):
+    """Raise :class:`LaunchConfigError` for a configuration a GPU would refuse."""
+    nthreads = block[0] * block[1] * block[2]
+    if nthreads > MAX_THREADS:
+        raise LaunchConfigError(
+            f"block {tuple(block)} has {nthreads} threads; a GPU allows at most {MAX_THREADS}"
+            " threads a block")
+    for d, (b, mx) in enumerate(zip(block, MAX_BLOCK_DIM)):
+        if b > mx:
+            raise LaunchConfigError(f"block dimension {'xyz'[d]} = {b} exceeds {mx}")
+    if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
+        raise LaunchConfigError(f"grid {tuple(grid)}: y and z may be at most {MAX_GRID_YZ}")
+    if min(grid) < 1 or min(block) < 1:
+        raise LaunchConfigError(f"empty launch: grid {tuple(grid)}, block {tuple(block)}")
+
+
+def launch(kernel, args):
+    """Run one launch of simulator kernel ``kernel`` (its grid/block already configured).
+
+    Returns :class:`LaunchStats`. Raises the errors of :mod:`kernellab.sim.errors`. A race or
+    uninitialised read found by the fast access log makes the launch run again from a copy of
+    its arguments, logging source lines, so the error can name them.
+    """
+    global _mode
+    grid, block = normalize_kernel_dimensions(kernel.grid_dim, kernel.block_dim)
+    grid, block = tuple(grid), tuple(block)
+    check_launch_config(grid, block)
+    fn = kernel.fn
+    name = getattr(fn, "__name__", "kernel")
+    if _OPTS["gpu_compile"]:
+        from kernellab.sim import ptx
+        ptx_counts = ptx.compile_kernel(kernel, args).counts
+    else:
+        ptx_counts = None
+    want_trace = any(cap.trace for cap in _listeners)
+    mode = 0 if _OPTS["checks"] == "fast" else 2 if want_trace else 1
+    retr = []
+    dev_args = []
+    for arg in args:
+        if isinstance(arg, np.ndarray) and arg.ndim > 0:
+            dev_args.append(InOut(arg).to_device(retr))
+        elif isinstance(arg, ArgHint):
+            dev_args.append(arg.to_device(retr))
+        else:
+            dev_args.append(arg)
+    arrays = [d._ary for d in dev_args if isinstance(d, FakeCUDAArray)]
+    snapshot = [a.copy() for a in arrays] if mode == 1 else None
+    prev_mode = _mode
+    try:
+        _mode = mode
+        try:
+            L = _run_launch(kernel, grid, block, name, dev_args, want_trace)
+        except _NeedDetail:
+            for a, saved in zip(arrays, snapshot):
+                np.copyto(a, saved)
+            _mode = 2
+            try:
+                L = _run_launch(kernel, grid, block, name, dev_args, want_trace)
+            except _NeedDetail:    # pragma: no cover - the re-run is deterministic
+                raise SimError(f"kernel {name}: a hazard was found but could not be located "
+                               "on the second run") from None
+    finally:
+        _mode = prev_mode
+    for wb in retr:
+        wb()
+    stats = LaunchStats(name, grid, block, L.counters, ptx_counts, L.trace)
+    stats.checks = _OPTS["checks"]
+    for cap in _listeners:
+        cap.launches.append(stats)
+    return stats
+
+
+def _run_launch(kernel, grid, block, name, dev_args, want_trace):
+    global _launch, _cur, _sched
+    fn = kernel.fn
+    L = _Launch(kernel, grid, block, kernel.dynshared_size, name)
+    L.want_trace = want_trace
+    names = _arg_names(fn, len(dev_args))
+    fake_args = [L.global_root(nm, d._ary) if isinstance(d, FakeCUDAArray) else d
+                 for nm, d in zip(names, dev_args)]
+    module = SimCudaModule(L)
+    L.module = module
+    base_ctx = contextvars.copy_context()
+    rng = random.Random(_OPTS["shuffle"]) if _OPTS["shuffle"] is not None else None
+    prev = (_launch, _cur, _sched)
+    _launch = L
+    try:
+        with _simkernel._push_kernel_context(module):
+            with _kapi.swapped_cuda_module(fn, module):
+                blin = 0
+                for gz in range(grid[2]):
+                    for gy in range(grid[1]):
+                        for gx in range(grid[0]):
+                            _run_block(L, fn, fake_args, (gx, gy, gz), blin, base_ctx, rng)
+                            blin += 1
+    finally:
+        _launch, _cur, _sched = prev
+    L.finish()
+    return L
+
+
+class LaunchStats:
+    """What one sim-tier launch did: ``name``, ``grid``, ``block`` (3-tuples), ``counters``
+    (dict of ints, keys :data:`COUNTER_KEYS`), ``ptx_counts`` (static PTX instruction counts,
+    or None when the GPU-compile check is off) and ``trace`` (first block's accesses, a numpy
+    array of :data:`TRACE_DTYPE`, when captured with ``trace=True``)."""
+
+    def __init__(self, name, grid, block, counters, ptx_counts, trace):
+        self.name = name
+        self.grid = grid
+        self.block = block
+        self.counters = counters
+        self.ptx_counts = ptx_counts
+        self.trace = trace
+
+    def __repr__(self):
+        c = self.counters
+        return (f"LaunchStats({self.name}, grid={self.grid}, block={self.block}, "
+                f"global sectors={c['global_load_sectors'] + c['global_store_sectors']}, "
+                f"shared wavefronts={c['shared_load_wavefronts'] + c['shared_store_wavefronts']})")
+
+
+# ----------------------------------------------------------------------------------------
+# Installation into numba-cuda's simulator
+
+_stock_call = None
+
+
+def install():
+    """Route simulator launches through :func:`launch` (idempotent)."""
+    global _stock_call
+    if _stock_call is not None:
+        return
+    _stock_call = _simkernel.FakeCUDAKernel.__call__
+
+    @functools.wraps(_stock_call)
+    def __call__(self, *args):
+        if (self._device or _simkernel._kernel_context is not None
+                or _OPTS["executor"] == "stock" or self.extensions):
+            return _stock_call(self, *args)
+        launch(self, args)
+
+    _simkernel.FakeCUDAKernel.__call__ = __call__
+    # warp intrinsics reachable as attributes of the simulator's top-level ``cuda`` module
+    # too (host code that checks hasattr), raising a clear error outside a kernel
+    import numba.cuda as _cuda
+    for nm in ("syncwarp", "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync",
+               "ballot_sync", "all_sync", "any_sync", "eq_sync", "match_any_sync",
+               "activemask", "lanemask_lt", "dp4a"):
+        if not hasattr(_cuda, nm):
+            setattr(_cuda, nm, _outside_kernel(nm))
+
+
+def _outside_kernel(nm):
+    def f(*a, **k):
+        raise RuntimeError(f"cuda.{nm} can only be called inside a kernel")
+    f.__name__ = nm
+    return f
+
+
+def stock_call():
+    """The simulator's own launch (``FakeCUDAKernel.__call__`` before :func:`install`)."""
+    return _stock_call or _simkernel.FakeCUDAKernel.__call__
+
+
+install()
