@@ -17,7 +17,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 LAB_PORT ?= 8888
 LAB_ARGS ?=
 
-.PHONY: lab test bench gpu-check release install clean
+.PHONY: lab test bench bench-sim gpu-check release install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_gemm_cpu.py
+
+# the sim tier's executor vs numba-cuda's stock simulator (about 2 minutes on 2 cores)
+bench-sim: $(STAMP)
+	$(PY) benchmarks/bench_sim.py
 
 release: $(STAMP)
 	$(VENV)/bin/kernellab release
