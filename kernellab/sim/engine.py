@@ -8,29 +8,42 @@ stays available (``configure(executor="stock")`` or ``KERNELLAB_SIM_EXECUTOR=sto
 
 How a launch runs
 -----------------
-* Blocks run one after another. A block's threads are greenlets (``greenlet`` package) that run
-  without preemption and switch only at a barrier (``syncthreads``), a warp collective
-  (``shfl_*_sync``, ``ballot_sync``, ``syncwarp``...), an atomic, thread exit, or when one
-  barrier interval has logged ``SLICE`` memory accesses (so a thread spinning on memory lets the
+* Blocks run one after another. A block's threads run on pooled greenlets (``greenlet``
+  package) without preemption and switch only at a barrier (``syncthreads``), a warp collective
+  (``shfl_*_sync``, ``ballot_sync``, ``syncwarp``...), an atomic, thread exit, or when a thread
+  has logged ``SLICE`` accesses since its last switch (so a thread spinning on memory lets the
   others run). Threads run in thread-id order, or in a seeded random order per interval
   (``shuffle=seed``) to shake out order-dependent bugs.
 * Every thread gets its own copy of the launching ``contextvars.Context`` (numpy's error state
   lives there). ``threading.local`` is shared by all threads of a block: do not use it in kernels.
 * Arrays inside a kernel are wrapped (:class:`SimArray`): every element access of a global or
-  shared array is bounds-checked (negative indices are errors, not wraparound) and logged as
-  (element offset, thread, warp-sync epoch, source line). At each barrier the interval's log is
-  analysed in bulk with numpy:
+  shared array is bounds-checked (negative indices are errors, not wraparound) and appended to
+  the running thread's log as one int (array, load/store, element offset). A thread's log is
+  cut into a segment at every barrier, ``__syncwarp``, forced switch and exit, tagged with
+  (block, barrier interval, thread, warp-sync epoch). At the end of each block the segments
+  are analysed in bulk with numpy:
 
-  - **races**: two threads touching one address, at least one writing, with no barrier between
-    them (``syncwarp`` separates accesses of the lanes of one warp); across blocks, any global
-    address written by one block and touched by another (blocks are unordered);
-  - **uninitialised shared memory**: a read of a shared element no thread has written (shared
-    and ``cuda.local`` arrays start poisoned: NaN for floats, bytes ``0xCD`` for integers);
-  - **traffic**: an access's *warp-level request* is (warp, source line, n-th execution of that
-    line by the thread in the interval); a global request costs its distinct 32-byte sectors, a
-    shared request the most distinct 4-byte words that fall in one of the 32 banks (wavefronts;
-    a broadcast of one word is free). Arrays get virtual addresses aligned to 256 bytes, as
-    ``cudaMalloc`` returns, so the counts do not depend on where numpy put the data.
+  - **races**: two threads touching one address, at least one writing, in one barrier interval
+    (``__syncwarp`` orders the lanes of one warp); across blocks, any global address written by
+    one block and touched by another (blocks are unordered);
+  - **uninitialised shared memory**: a read of a shared element no thread has written before
+    or in the read's interval (shared and ``cuda.local`` arrays start poisoned: NaN for floats,
+    bytes ``0xCD`` for integers);
+  - **traffic**: an access's *warp-level request* is (array, load/store, interval, warp, n-th
+    access of that kind to that array by the thread in the interval) -- the lanes of a warp
+    run one instruction stream, so their n-th accesses are one instruction; lanes that skip an
+    access (a bounds guard) just do not take part. A global request costs its distinct 32-byte
+    sectors, a shared request the most distinct 4-byte words that fall in one of the 32 banks
+    (wavefronts; a broadcast of one word is free). Arrays get virtual addresses aligned to 256
+    bytes, as ``cudaMalloc`` returns, so the counts do not depend on where numpy put the data.
+
+  A block's shared memory starts fresh, so blocks whose shared-memory logs are identical (the
+  usual case) reuse the first one's shared analysis: exact, and most of the analysis time of a
+  tiled kernel. When a race or uninitialised read is found, the launch is run again from a copy
+  of its arguments with each access's source instruction logged too, so that the error can name
+  the lines (errors are rare; logging lines on every access would double the log's cost).
+  ``checks="fast"`` skips the log altogether: bounds, poison and divergence checks stay, the race
+  detector and the counters go.
 
   These rules follow the CUDA C++ Programming Guide (§ "Compute Capability 5.x+ / Shared Memory"
   for banks, § "Device Memory Accesses" for 32-byte sectors and coalescing) and NVIDIA's Compute
@@ -468,7 +481,7 @@ class _Atomic:
         idx = _flat_index(array, index)
         a = array._a if isinstance(array, SimArray) else array
         if isinstance(array, SimArray):
-            if array._offset(idx) is None:
+            if array._offset(idx, _getframe(2)) is None:
                 raise OutOfBoundsError(f"{_where()}: unsupported atomic index {index!r}")
         old = a[idx]
         new = fn(old)
@@ -750,7 +763,8 @@ class _Launch:
                     f"{_where()}: static shared memory of this block reaches {self.shared_bytes} "
                     f"bytes at line {frame.f_lineno}; the limit is {MAX_STATIC_SHARED} bytes "
                     "(48 KiB) a block")
-            got = self._new_shared(f"shared{len(self.shared_roots)}", arr)
+            name = _assigned_name(frame.f_code, frame.f_lasti) or f"shared{len(self.shared_roots)}"
+            got = self._new_shared(name, arr)
             self.shared_roots[key] = got
         return got
 
@@ -1116,6 +1130,25 @@ class _Launch:
 
 
 _line_cache: dict = {}
+_name_cache: dict = {}
+
+
+def _assigned_name(code, lasti):
+    """The variable the call at ``lasti`` is stored into (``sA = cuda.shared.array(...)``
+    -> ``"sA"``), or None."""
+    key = (code, lasti)
+    if key not in _name_cache:
+        name = None
+        after = False
+        for ins in dis.get_instructions(code):
+            if after and ins.opname != "CACHE":
+                if ins.opname in ("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF"):
+                    name = ins.argval
+                break
+            if ins.offset >= _instr_start(code, lasti) and ins.opname.startswith(("CALL", "PRECALL")):
+                after = ins.opname.startswith("CALL")
+        _name_cache[key] = name
+    return _name_cache[key]
 _start_cache: dict = {}
 
 
@@ -1174,7 +1207,7 @@ def _dense(x):
 
 def _unravel(root, off):
     try:
-        return str(list(np.unravel_index(int(off), root.shape)))
+        return str([int(v) for v in np.unravel_index(int(off), root.shape)])
     except ValueError:
         return f"[element {int(off)}]"
 
