@@ -42,6 +42,12 @@ def collect() -> dict:
         "threads": threads.status(),
     }
     facts["simulator_active"] = device.simulator_active()
+    if facts["simulator_active"]:
+        from kernellab import sim
+        from kernellab.sim import ptx
+        ok, why = ptx.ptx_available()
+        facts["sim"] = {"options": sim.options(), "gpu_compile": ok, "gpu_compile_note": why,
+                        "greenlet": _version("greenlet")}
     return facts
 
 
@@ -57,6 +63,12 @@ def render(f: dict) -> str:
     ]
     if d.get("gpu_name"):
         lines.append(f"  GPU           {d['gpu_name']}")
+    if f.get("sim"):
+        o = f["sim"]["options"]
+        lines.append(f"  sim engine    executor {o['executor']}, checks {o['checks']}, greenlet "
+                     f"{f['sim']['greenlet']}; GPU compile check "
+                     + ("on (numba-cuda compile_ptx, sm_80)" if f["sim"]["gpu_compile"]
+                        else f"unavailable: {f['sim']['gpu_compile_note']}"))
     lines += [
         f"  python        {f['python']}",
         f"  numpy         {f['numpy']}",

@@ -67,6 +67,7 @@ or ``threading.local`` per thread.
 from __future__ import annotations
 
 import contextvars
+from array import array as _array
 import dis
 import itertools
 import functools
@@ -102,7 +103,7 @@ SECTOR = 32
 BANKS = 32
 BANK_BYTES = 4
 SLICE = 1 << 20            # a thread's log entries (2 an access) before a forced switch
-BLOCK_CAP = 1 << 21        # logged accesses kept before an analysis (about 40 bytes each)
+BLOCK_CAP = 1 << 23        # logged accesses kept before an analysis (8 bytes each)
 STALE_SLICES = 4
 ALIGN = 256
 INT_POISON = 0xCD
@@ -150,11 +151,23 @@ def options() -> dict:
     return dict(_OPTS)
 
 
+def _new_log():
+    """An access log: a typed int64 array (8 bytes an entry, read by numpy without a copy)."""
+    return _array("q")
+
+
+def _join(logs):
+    out = _array("q")
+    for lg in logs:
+        out.extend(lg)
+    return out
+
+
 # ----------------------------------------------------------------------------------------
 # Per-launch state. Module globals, because the hot path (an array access) must be cheap.
 
-_log: list = []          # the running thread's access log (one int an access, see _Root)
-_slog: list = []         # mode 2: the running thread's access sites, parallel to _log
+_log = _new_log()       # the running thread's access log (one int64 an access, see _Root)
+_slog = _new_log()      # mode 2: the running thread's access sites, parallel to _log
 _mode = 1                # 0 no log (checks="fast"), 1 log, 2 log with sites
 _kcode = None            # code object of the running kernel (sites in it need no lookup)
 _cur = None              # the running _Thread
@@ -176,8 +189,8 @@ class _Thread:
         self.wait = None
         self.resume = None
         self.g = None
-        self.log = []
-        self.slog = []
+        self.log = _new_log()
+        self.slog = _new_log()
         self.segs = []      # [(warp-sync epoch, log, site log)] closed by __syncwarp
 
 
@@ -582,7 +595,10 @@ class SimCudaModule(_kapi.FakeCUDAModule):
         raise RuntimeError("Global ID has 1-3 dimensions. %d requested" % n)
 
     def syncthreads(self):
-        _barrier("plain", 0, _getframe(1))
+        t = _cur
+        t.state = 1
+        t.wait = ("plain", 0, _getframe(1))
+        _sched.switch()
 
     def syncthreads_count(self, val):
         return _barrier("count", val, _getframe(1))
@@ -660,7 +676,7 @@ _sched = None   # the scheduler greenlet of the running block
 def _barrier(kind, value, frame):
     t = _cur
     t.state = 1
-    t.wait = (kind, value, (frame.f_code, frame.f_lasti))
+    t.wait = (kind, value, frame)
     return _sched.switch()
 
 
@@ -807,8 +823,8 @@ class _Launch:
     def close(self, t):
         if t.log:
             self.segs.append((self.blin, self.epoch, t.tid, t.wep, t.log, t.slog))
-            t.log = []
-            t.slog = []
+            t.log = _new_log()
+            t.slog = _new_log()
 
     def flush(self):
         """Analyse the closed segments (counters, races, uninitialised reads); returns True
@@ -820,8 +836,7 @@ class _Launch:
             return False
         lens = [len(sg[4]) for sg in segs]
         n = sum(lens)
-        key = np.fromiter(itertools.chain.from_iterable(sg[4] for sg in segs), np.int64,
-                          count=n)
+        key = np.frombuffer(_join([sg[4] for sg in segs]), np.int64)
         meta = np.array([sg[:4] for sg in segs], np.int64)
         rep = np.repeat(np.arange(len(segs)), lens)
         blin = meta[rep, 0]
@@ -829,8 +844,7 @@ class _Launch:
         tid = meta[rep, 2]
         wep = meta[rep, 3]
         if _mode == 2:
-            site = self._canonical(np.fromiter(
-                itertools.chain.from_iterable(sg[5] for sg in segs), np.int64, count=n))
+            site = self._canonical(np.frombuffer(_join([sg[5] for sg in segs]), np.int64))
         else:
             site = None
         nep = int(meta[:, 1].max()) + 1
@@ -1404,13 +1418,15 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
             for wq in warp_wait.values():
                 _divergent_warp(launch, wq, None)
         # every live thread waits at a barrier
-        site0 = at_bar[0].wait[2]
-        sites = {site0: at_bar}
+        f0 = at_bar[0].wait[2]
+        code0, lasti0 = f0.f_code, f0.f_lasti
+        sites = {(code0, lasti0): at_bar}
         for t in at_bar:
-            if t.wait[2] != site0:
+            f = t.wait[2]
+            if f.f_lasti != lasti0 or f.f_code is not code0:
                 sites = {}
                 for u in at_bar:
-                    sites.setdefault(u.wait[2], []).append(u)
+                    sites.setdefault((u.wait[2].f_code, _instr_start(u.wait[2].f_code, u.wait[2].f_lasti)), []).append(u)
                 break
         if len(sites) > 1:
             desc = "; ".join(f"{_thread_list(ts)} at line {_line_of(*s)}" for s, ts in sites.items())
