@@ -15,10 +15,16 @@ from __future__ import annotations
 
 import contextlib
 
-from kernellab.sim.errors import (  # noqa: F401
+from kernellab.sim.errors import (
     DivergenceError, GPUCompileError, KernelError, LaunchConfigError, OutOfBoundsError,
     RaceError, SimError, StuckKernelError, UninitialisedReadError,
 )
+
+__all__ = [
+    "capture", "configure", "options", "install", "arm", "Capture",
+    "SimError", "KernelError", "OutOfBoundsError", "RaceError", "DivergenceError",
+    "UninitialisedReadError", "LaunchConfigError", "StuckKernelError", "GPUCompileError",
+]
 
 
 def _engine():

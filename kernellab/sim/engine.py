@@ -69,7 +69,6 @@ from __future__ import annotations
 import contextvars
 from array import array as _array
 import dis
-import itertools
 import functools
 import inspect
 import os
@@ -835,7 +834,6 @@ class _Launch:
         if not segs:
             return False
         lens = [len(sg[4]) for sg in segs]
-        n = sum(lens)
         key = np.frombuffer(_join([sg[4] for sg in segs]), np.int64)
         meta = np.array([sg[:4] for sg in segs], np.int64)
         rep = np.repeat(np.arange(len(segs)), lens)
