@@ -25,6 +25,11 @@ if TIER == "sim":
     from kernellab import sim as _sim  # noqa: E402
 
     _sim.arm()
+elif TIER == "gpu":
+    # intrinsics numba-cuda lacks (cuda.dp4a), added once numba.cuda is imported
+    from kernellab import cuda_ext as _cuda_ext  # noqa: E402
+
+    _device.after_cuda_import(_cuda_ext.install)
 
 __version__ = "0.1.0"
 

@@ -122,3 +122,58 @@ def describe() -> dict:
         except Exception as exc:  # pragma: no cover - needs a GPU
             out["gpu_name"] = f"unknown ({exc})"
     return out
+
+
+class _AfterCudaImport:
+    """A ``sys.meta_path`` finder that runs callbacks right after ``numba.cuda`` is first
+    imported (the import itself is done by the finders behind it, numba-cuda's redirector
+    included)."""
+
+    def __init__(self):
+        self.busy = False
+        self.callbacks = []
+
+    def find_spec(self, name, path, target=None):
+        if name != "numba.cuda" or self.busy:
+            return None
+        self.busy = True
+        try:
+            spec = None
+            for finder in list(sys.meta_path):
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self.busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        orig = spec.loader.exec_module
+        hook = self
+
+        def exec_module(module):
+            orig(module)
+            if hook in sys.meta_path:
+                sys.meta_path.remove(hook)
+            for cb in hook.callbacks:
+                cb()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def after_cuda_import(callback) -> None:
+    """Run ``callback()`` once ``numba.cuda`` is imported: now if it already is, else right
+    after its import (kernellab uses it to install the sim-tier engine, or on a GPU the
+    intrinsics of :mod:`kernellab.cuda_ext`)."""
+    if "numba.cuda" in sys.modules:
+        callback()
+        return
+    for f in sys.meta_path:
+        if isinstance(f, _AfterCudaImport):
+            f.callbacks.append(callback)
+            return
+    hook = _AfterCudaImport()
+    hook.callbacks.append(callback)
+    sys.meta_path.insert(0, hook)

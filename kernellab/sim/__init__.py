@@ -89,54 +89,16 @@ def capture(trace: bool = False, **opts):
             eng.configure(**old)
 
 
-class _AfterCudaImport:
-    """A ``sys.meta_path`` finder that runs :func:`install` right after ``numba.cuda`` is
-    first imported (the import itself is done by the finders behind it, numba-cuda's redirector
-    included), so kernels launched from any module use the sim-tier engine."""
-
-    def __init__(self):
-        self.busy = False
-
-    def find_spec(self, name, path, target=None):
-        if name != "numba.cuda" or self.busy:
-            return None
-        self.busy = True
-        try:
-            import sys
-            spec = None
-            for finder in list(sys.meta_path):
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(name, path, target)
-                if spec is not None:
-                    break
-        finally:
-            self.busy = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        orig = spec.loader.exec_module
-        hook = self
-
-        def exec_module(module):
-            orig(module)
-            import sys
-            if hook in sys.meta_path:
-                sys.meta_path.remove(hook)
-            eng = sys.modules.get("kernellab.sim.engine")
-            if eng is not None and not hasattr(eng, "install"):
-                return      # engine.py is being imported; it installs itself at its end
-            install()
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def arm() -> None:
     """Make the sim-tier engine take over simulator launches: now if ``numba.cuda`` is already
     imported, else as soon as it is. Called by ``import kernellab`` on the sim tier."""
+    from kernellab.device import after_cuda_import
+    after_cuda_import(_install_unless_importing)
+
+
+def _install_unless_importing():
     import sys
-    if "numba.cuda" in sys.modules:
-        install()
-        return
-    if not any(isinstance(f, _AfterCudaImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterCudaImport())
+    eng = sys.modules.get("kernellab.sim.engine")
+    if eng is not None and not hasattr(eng, "install"):
+        return      # engine.py is being imported; it installs itself at its end
+    install()

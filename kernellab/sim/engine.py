@@ -73,7 +73,9 @@ import functools
 import inspect
 import os
 import random
+import signal
 import sys
+import threading
 import time
 from collections import deque
 
@@ -212,7 +214,7 @@ class _Root:
     """One allocation (a kernel argument, or a shared array of the current block)."""
 
     __slots__ = ("name", "space", "arr", "flat", "itemsize", "base", "aid", "key", "elems",
-                 "wowner", "rowner", "dram_r", "dram_w", "written", "shape")
+                 "wowner", "rowner", "dram_r", "dram_w", "written", "shape", "first")
 
     def __init__(self, name, space, arr, base, aid):
         self.name = name
@@ -231,6 +233,7 @@ class _Root:
         self.dram_r = None
         self.dram_w = None
         self.written = None
+        self.first = None       # mode 2: first access to each element (block, tid, site, write)
 
 
 # A log entry is one int: (array id << 37) | (is_write << 36) | element offset.
@@ -357,7 +360,10 @@ class SimArray:
             raise OutOfBoundsError(f"{_where()}: unsupported index {idx!r} into "
                                    f"{self._root.name} (line {f.f_lineno})")
         self._record(self._kw + off, f)
-        self._a[idx] = val
+        try:
+            self._a[idx] = val
+        except OverflowError:
+            self._a[idx] = _narrow(val, self.dtype)
 
     def _view(self, sub):
         base = self._root.arr
@@ -377,6 +383,17 @@ class SimArray:
 
     def __getattr__(self, name):
         return getattr(self._a, name)
+
+
+def _narrow(v, dtype):
+    """``v`` converted to integer ``dtype`` with wraparound, as a GPU store of a wider or
+    differently signed integer does (numpy refuses an out-of-range value instead)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "iu":
+        raise OverflowError(f"value {v!r} does not fit {dtype}")
+    bits = 8 * dtype.itemsize
+    u = np.array([int(v) & ((1 << bits) - 1)], np.uint64).astype(f"u{dtype.itemsize}")
+    return u.view(dtype)[0]
 
 
 # The fast paths, one class per (dimensions, logging mode), generated from one template so
@@ -407,7 +424,10 @@ class {name}(SimArray):
         if ok{notbool}:
             rel = {rel}
 {log_w}
-            self._f[self._o + rel] = v
+            try:
+                self._f[self._o + rel] = v
+            except OverflowError:
+                self._f[self._o + rel] = _narrow(v, self.dtype)
             return
         return self._general_set({idx}, v, _getframe(1))
 """
@@ -431,8 +451,9 @@ _FAST = {}
 for _nd, _d in _DIMS.items():
     for _m, _lg in ((0, "            pass"), (1, _LOG), (2, _LOG_SITE)):
         _nm = f"_Arr{_nd}m{_m}"
-        exec(_FAST_TEMPLATE.format(name=_nm, log_r=_lg.format(k="_kr"),
-                                   log_w=_lg.format(k="_kw"), **_d), globals())
+        exec(compile(_FAST_TEMPLATE.format(name=_nm, log_r=_lg.format(k="_kr"),
+                                           log_w=_lg.format(k="_kw"), **_d),
+                     f"{__file__}#fast-array-template", "exec"), globals())
         _FAST[_nd, _m] = globals()[_nm]
 
 
@@ -640,30 +661,36 @@ class SimCudaModule(_kapi.FakeCUDAModule):
     def match_any_sync(self, mask, value):
         return _warp_op("match_any", mask, value, None, _getframe(1))
 
+    def match_all_sync(self, mask, value):
+        return _warp_op("match_all", mask, value, None, _getframe(1))
+
     def activemask(self):
-        return _launch.live_mask(_cur.warp)
+        return _warp_op("activemask", ACTIVE, None, None, _getframe(1))
 
     def lanemask_lt(self):
-        return (1 << _cur.lane) - 1
+        return np.uint32((1 << _cur.lane) - 1)
 
     def dp4a(self, a, b, c):
         return dp4a(a, b, c)
 
 
 def dp4a(a, b, c):
-    """``c + sum_k a_k * b_k`` over the four bytes of ``a`` and ``b`` (PTX ``dp4a.s32.s32``).
+    """``c + sum_k a_k * b_k`` over the four bytes of ``a`` and ``b`` (PTX ``dp4a``).
 
-    Bytes are signed when the argument's type is a signed integer (Python ``int``, ``np.int32``)
-    and unsigned for ``np.uint32``/``np.uint64``, as numba-cuda's ``cuda.dp4a`` types them;
-    the result is an int32 that wraps on overflow. Source: PTX ISA, "Integer Arithmetic
-    Instructions: dp4a".
+    Bytes are signed when the operand's type is signed (Python ``int``, ``np.int32``...) and
+    unsigned for numpy unsigned integers, as :mod:`kernellab.cuda_ext`'s GPU intrinsic types
+    them; the result is ``np.int32`` (``np.uint32`` when both ``a`` and ``b`` are unsigned) and
+    wraps on overflow. Source: PTX ISA, "Integer Arithmetic Instructions: dp4a".
     """
-    def lanes(x):
-        if isinstance(x, (np.unsignedinteger,)):
-            return np.array([int(x) & 0xFFFFFFFF], np.uint32).view(np.uint8).astype(np.int64)
-        return np.array([int(x) & 0xFFFFFFFF], np.uint32).view(np.int8).astype(np.int64)
-    acc = int(np.dot(lanes(a), lanes(b))) + int(c)
-    return np.int32(np.array([acc & 0xFFFFFFFF], np.uint64).astype(np.uint32).view(np.int32)[0])
+    ua = isinstance(a, np.unsignedinteger)
+    ub = isinstance(b, np.unsignedinteger)
+
+    def lanes(x, unsigned):
+        raw = np.array([int(x) & 0xFFFFFFFF], np.uint32)
+        return raw.view(np.uint8 if unsigned else np.int8).astype(np.int64)
+    acc = (int(np.dot(lanes(a, ua), lanes(b, ub))) + int(c)) & 0xFFFFFFFF
+    out = np.array([acc], np.uint32)
+    return out[0] if (ua and ub) else out.view(np.int32)[0]
 
 
 # ----------------------------------------------------------------------------------------
@@ -683,7 +710,7 @@ def _warp_op(op, mask, value, arg, frame):
     t = _cur
     t.state = 2
     try:
-        m = int(mask) & 0xFFFFFFFF
+        m = mask if mask is ACTIVE else int(mask) & 0xFFFFFFFF
     except (TypeError, ValueError):
         raise DivergenceError(f"{_where()}: {op} mask {mask!r} is not an integer") from None
     t.wait = (op, m, value, arg, (frame.f_code, frame.f_lasti))
@@ -738,6 +765,8 @@ class _Launch:
         self.pending = 0
         self.isz_by_aid = self.base_by_aid = self.isg_by_aid = None
         self.segs = []
+        self.mark_segs = 0
+        self.log_marks = {}
         self.epoch = 0
         self.memo = {}
         self.block_start_flush = True
@@ -768,16 +797,19 @@ class _Launch:
             return self.dyn
         # one buffer per call site and block (code object + instruction offset: two
         # allocations on one source line are two arrays, unlike the stock simulator)
-        key = (frame.f_code, frame.f_lasti)
+        # (CPython's specialising interpreter may report one call site at two offsets)
+        key = (frame.f_code, _instr_start(frame.f_code, frame.f_lasti))
         got = self.shared_roots.get(key)
         if got is None:
             arr = _poisoned(shape, dtype)
             self.shared_bytes += arr.nbytes
-            if self.shared_bytes > MAX_STATIC_SHARED:
+            if self.shared_bytes + self.dynshared_size > MAX_STATIC_SHARED:
+                dyn = (f" plus {self.dynshared_size} bytes of dynamic shared memory"
+                       if self.dynshared_size else "")
                 raise LaunchConfigError(
                     f"{_where()}: static shared memory of this block reaches {self.shared_bytes} "
-                    f"bytes at line {frame.f_lineno}; the limit is {MAX_STATIC_SHARED} bytes "
-                    "(48 KiB) a block")
+                    f"bytes at line {frame.f_lineno}{dyn}; the limit is {MAX_STATIC_SHARED} "
+                    "bytes (48 KiB) a block")
             name = _assigned_name(frame.f_code, frame.f_lasti) or f"shared{len(self.shared_roots)}"
             got = self._new_shared(name, arr)
             self.shared_roots[key] = got
@@ -825,11 +857,32 @@ class _Launch:
             t.log = _new_log()
             t.slog = _new_log()
 
+    def stored_since_mark(self, threads):
+        """True when any thread logged a store since the previous call (the watchdog's test
+        of progress at a forced switch); then moves the mark."""
+        found = False
+        for sg in self.segs[self.mark_segs:]:
+            if (np.frombuffer(sg[4], np.int64) & WRITE_BIT).any():
+                found = True
+                break
+        marks = self.log_marks
+        for t in threads:
+            lg = t.log
+            m = marks.get(t.tid)
+            start = m[1] if m is not None and m[0] is lg else 0
+            if not found and len(lg) > start and (
+                    np.frombuffer(lg, np.int64)[start:] & WRITE_BIT).any():
+                found = True
+            marks[t.tid] = (lg, len(lg))
+        self.mark_segs = len(self.segs)
+        return found
+
     def flush(self):
         """Analyse the closed segments (counters, races, uninitialised reads); returns True
         when any of them stored to memory."""
         segs = self.segs
         self.segs = []
+        self.mark_segs = 0
         self.pending = 0
         if not segs:
             return False
@@ -993,8 +1046,24 @@ class _Launch:
         w = ((key[idx] >> OFF_BITS) & 1).astype(np.bool_)
         ua, ad = _dense(addr_id)
         big = np.iinfo(np.int64).max
+        # order of the accesses: barrier interval first, then position in the log (a thread's
+        # accesses keep program order; another thread's write in the same interval is a race,
+        # reported before this check)
+        ep = epoch[idx]
+        th = tid[idx]
+        seq = (ep << 40) | idx
         fw = np.full(len(ua), big, np.int64)
-        np.minimum.at(fw, ad[w], epoch[idx][w])
+        np.minimum.at(fw, ad[w], seq[w])
+        # a write by another thread in the read's own interval is the race detector's business
+        # (racy, not uninitialised): find, per (address, interval), whether threads other than
+        # one single writer wrote
+        nep_ = int(ep.max()) + 1
+        ae = ad * nep_ + ep
+        wkeys, winv = _dense(ae[w])
+        lo = np.full(len(wkeys), big, np.int64)
+        hi = np.full(len(wkeys), -1, np.int64)
+        np.minimum.at(lo, winv, th[w])
+        np.maximum.at(hi, winv, th[w])
         prev = np.zeros(len(ua), np.bool_)
         ua_aid = ua >> AID_SHIFT
         ua_off = ua & (WRITE_BIT - 1)
@@ -1004,7 +1073,13 @@ class _Launch:
             prev[m] = root.written[ua_off[m]]
             root.written[ua_off[m][fw[m] != big]] = True
         r = ~w
-        bad = r & ~prev[ad] & (fw[ad] > epoch[idx])
+        bad = r & ~prev[ad] & (fw[ad] > seq)
+        if bad.any() and len(wkeys):
+            k_bad = np.flatnonzero(bad)
+            pos = np.minimum(np.searchsorted(wkeys, ae[k_bad]), len(wkeys) - 1)
+            same_iv = wkeys[pos] == ae[k_bad]
+            other = same_iv & ((lo[pos] != th[k_bad]) | (hi[pos] != th[k_bad]))
+            bad[k_bad[other]] = False
         if bad.any():
             if _mode != 2:
                 raise _NeedDetail()
@@ -1059,6 +1134,8 @@ class _Launch:
                 summary.append(merged)
             wo, ro = summary
             bad = (wo == -2) | ((wo >= 0) & (ro != -1) & (ro != wo))
+            if _mode == 2 and root.first is None:
+                root.first = np.full((root.elems, 4), -1, np.int64)   # block, tid, site, write
             if bad.any():
                 if _mode != 2:
                     raise _NeedDetail()
@@ -1067,8 +1144,23 @@ class _Launch:
                 kw = ks[w[ks]]
                 k = int(kw[-1]) if len(kw) else int(ks[-1])
                 g = m[k]
+                # the other side: an access from another block, in this batch or earlier
+                other = None
+                for k2 in ks.tolist():
+                    if b[k2] != b[k] and (w[k2] or w[k]):
+                        g2 = m[k2]
+                        other = (int(b[k2]), int(tid[g2]), int(site[g2]), bool(isw[g2]))
+                        break
+                if other is None and root.first[uo[u], 0] >= 0:
+                    other = tuple(int(v) for v in root.first[uo[u]])
                 self._cross_block_race(root, int(uo[u]), tid[g], site[g],
-                                       "write" if isw[g] else "read", int(b[k]))
+                                       "write" if isw[g] else "read", int(b[k]), other)
+            if _mode == 2:
+                _, firstk = np.unique(inv, return_index=True)
+                new = root.first[uo, 0] < 0
+                gk = m[firstk[new]]
+                root.first[uo[new]] = np.stack([blin[gk], tid[gk], site[gk],
+                                                isw[gk].astype(np.int64)], axis=1)
 
     def _check_candidates(self, cand, adiv, addr_id, tid, blin, wep, site, isw):
         sel = np.flatnonzero(np.isin(adiv, cand))
@@ -1106,15 +1198,20 @@ class _Launch:
             f"{_unravel(root, off)} (byte address {root.base + off * root.itemsize:#x}): "
             f"{who(a1)} and {who(a2)}, with no syncthreads() between them")
 
-    def _cross_block_race(self, root, off, tid, site, what, blin):
-        bx, by, bz = self.block_idx(blin)
+    def _cross_block_race(self, root, off, tid, site, what, blin, other=None):
         t = self.thread_idx(int(tid))
+        if other is not None:
+            ob, ot, osite, ow = other
+            by = (f"{'write' if ow else 'read'} by tid={_idx_str(self.thread_idx(ot))} "
+                  f"ctaid={_idx_str(self.block_idx(ob))} at {self.site_where(osite)}")
+        else:
+            by = "an access by another block of the same launch"
         raise RaceError(
-            f"race on global array {root.name}{_unravel(root, off)}: {what} by tid="
-            f"{_idx_str(t)} ctaid={_idx_str((bx, by, bz))} at {self.site_where(site)}, and "
-            "another block of the same launch also accesses it (at least one of them writing)."
-            " Blocks run in no fixed order and cannot synchronise with each other inside one "
-            "launch")
+            f"race on global array {root.name}{_unravel(root, off)} (byte address "
+            f"{root.base + off * root.itemsize:#x}): {what} by tid={_idx_str(t)} "
+            f"ctaid={_idx_str(self.block_idx(blin))} at {self.site_where(site)} and {by} (at "
+            "least one of them writing). Blocks run in no fixed order and cannot synchronise "
+            "with each other inside one launch")
 
     def block_idx(self, blin):
         gx, gy, _ = self.grid
@@ -1209,6 +1306,8 @@ def _uniq(x):
 
 def _dense(x):
     """(sorted distinct values, inverse index) of int array ``x``."""
+    if len(x) == 0:
+        return x, np.zeros(0, np.int64)
     order = np.argsort(x, kind="stable")
     y = x[order]
     new = np.r_[True, y[1:] != y[:-1]]
@@ -1351,6 +1450,9 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
                     + (f" (line {line})" if line else "")) from exc
             if log:
                 launch.pending += len(t.log) - n0 if t.log is log else len(t.log)
+            nsw += 1
+            if not nsw & 255 and time.monotonic() > deadline:
+                _stuck(launch, threads, f"ran past the watchdog ({_OPTS['watchdog_s']:.0f} s)")
             if t.state == 1:
                 at_bar.append(t)
                 continue
@@ -1359,38 +1461,24 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
                 t.state = 3
                 live -= 1
                 progress = True
-                # a lane that exits while its warp waits for it in a collective
-                for wq in warp_wait.values():
-                    for u in wq:
-                        if (u.wait[1] >> t.lane) & 1 and u.warp == t.warp:
-                            _divergent_warp(launch, wq, t)
+                wq = warp_wait.get(t.warp)
+                if wq:
+                    _warp_progress(launch, threads, wq, runq, exited=t)
                 continue
             if t.state == 2:
                 wq = warp_wait.setdefault(t.warp, [])
                 wq.append(t)
-                mask = t.wait[1]
-                arrived = 0
-                for u in wq:
-                    arrived |= 1 << u.lane
-                if arrived & mask == mask:
-                    _complete_warp_op(launch, threads, wq, runq)
-                    del warp_wait[t.warp]
+                if _warp_progress(launch, threads, wq, runq):
                     progress = True
-                else:
-                    for ln in range(WARP):
-                        if (mask >> ln) & 1:
-                            k = t.warp * WARP + ln
-                            if k >= len(threads) or threads[k].state == 3:
-                                _divergent_warp(launch, wq, threads[k] if k < len(threads)
-                                                else None, missing_lane=ln)
             else:
                 why, changed = t.wait
                 t.wait = None
                 t.resume = None
                 runq.append(t)
                 if why == "slice":
+                    # progress since the last slice: a store in any log, a barrier, an exit
                     launch.close(t)
-                    if launch.flush():
+                    if launch.stored_since_mark(threads):
                         progress = True
                     if progress:
                         stale = 0
@@ -1407,14 +1495,14 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
                         stale += 1
                         if stale >= SLICE:
                             _stuck(launch, threads, "only retried atomics that changed nothing")
-            nsw += 1
-            if not nsw & 1023 and time.monotonic() > deadline:
-                _stuck(launch, threads, f"ran past the watchdog ({_OPTS['watchdog_s']:.0f} s)")
         if live == 0:
             break
-        if warp_wait:
-            for wq in warp_wait.values():
-                _divergent_warp(launch, wq, None)
+        if any(warp_wait.values()):
+            for wq in list(warp_wait.values()):
+                if wq:
+                    _warp_progress(launch, threads, wq, runq, drain=True)
+            if runq:
+                continue
         # every live thread waits at a barrier
         f0 = at_bar[0].wait[2]
         code0, lasti0 = f0.f_code, f0.f_lasti
@@ -1504,36 +1592,99 @@ def _thread_list(ts):
     return "threads " + ", ".join(_idx_str(t.idx) for t in sorted(ts, key=lambda u: u.tid))
 
 
-def _divergent_warp(launch, wq, missing, missing_lane=None):
-    t = wq[0]
-    op, mask = t.wait[0], t.wait[1]
-    site = t.wait[4]
-    if missing is None and missing_lane is None:
-        arrived = {u.lane for u in wq}
-        lanes = [ln for ln in range(WARP) if (mask >> ln) & 1 and ln not in arrived]
-        who = f"lane(s) {lanes} named in the mask never arrived (waiting at a barrier or elsewhere)"
-    elif missing is None:
-        who = f"lane {missing_lane} named in the mask does not exist in this block"
-    else:
-        who = f"lane {missing.lane} (tid={_idx_str(missing.idx)}) named in the mask has exited"
+ACTIVE = object()     # the "mask" of activemask(): every lane still converged here
+
+
+def _divergent_warp(launch, group, mask, why):
+    t = group[0]
     raise DivergenceError(
-        f"ctaid={_idx_str(launch.ctaid)} warp {t.warp}: {op}_sync(mask={mask:#010x}) at line "
-        f"{_line_of(*site)}: {who}")
+        f"ctaid={_idx_str(launch.ctaid)} warp {t.warp}: {t.wait[0]}_sync(mask={mask:#010x}) at "
+        f"line {_line_of(*t.wait[4])}: {why}")
 
 
-def _complete_warp_op(launch, threads, wq, runq):
+def _warp_progress(launch, threads, wq, runq, exited=None, drain=False):
+    """Complete every collective of one warp whose lanes have all arrived; raise
+    DivergenceError for one that can no longer complete. ``wq`` (the warp's waiting lanes) is
+    updated in place. Returns True when a collective completed.
+
+    Lanes are grouped by mask, so disjoint masks in one warp (lanes 0-15 and 16-31 each
+    shuffling among themselves) are two collectives. ``activemask()`` waits for every lane of
+    the warp that has not exited and is not waiting elsewhere; at a drain (no thread can run)
+    it completes with the lanes that arrived.
+    """
+    done = False
+    warp = wq[0].warp
+    base = warp * WARP
+    state = {}      # lane -> mask it waits with
+    for u in wq:
+        state[u.lane] = u.wait[1]
+    groups = {}
+    for u in wq:
+        groups.setdefault(id(u.wait[1]) if u.wait[1] is ACTIVE else u.wait[1], []).append(u)
+    for key, group in groups.items():
+        mask = group[0].wait[1]
+        if mask is ACTIVE:
+            live = 0
+            for ln in range(WARP):
+                k = base + ln
+                if k < len(threads) and threads[k].state != 3 and ln not in state:
+                    live |= 1 << ln
+            if live and not drain:
+                continue        # some live lane has yet to arrive (or waits elsewhere)
+            arrived = 0
+            for u in group:
+                arrived |= 1 << u.lane
+            _complete_group(launch, group, arrived, runq)
+            done = True
+            continue
+        arrived = 0
+        for u in group:
+            arrived |= 1 << u.lane
+        if arrived & mask == mask:
+            _complete_group(launch, group, mask, runq)
+            done = True
+            continue
+        for ln in range(WARP):
+            if not (mask >> ln) & 1 or (arrived >> ln) & 1:
+                continue
+            k = base + ln
+            if k >= len(threads):
+                _divergent_warp(launch, group, mask,
+                                f"lane {ln} named in the mask does not exist in this block")
+            if threads[k].state == 3:
+                _divergent_warp(launch, group, mask,
+                                f"lane {ln} (tid={_idx_str(threads[k].idx)}) named in the mask "
+                                "has exited")
+            if ln in state:
+                other = state[ln]
+                _divergent_warp(launch, group, mask,
+                                f"lane {ln} named in the mask waits at another collective "
+                                f"({threads[k].wait[0]} at line {_line_of(*threads[k].wait[4])}"
+                                + (f", mask {other:#010x})" if other is not ACTIVE else ")"))
+            if drain:
+                _divergent_warp(launch, group, mask,
+                                f"lane {ln} named in the mask never arrived (it waits at a "
+                                "barrier or has finished another way)")
+    if done:
+        wq[:] = [u for u in wq if u.state == 2]
+    return done
+
+
+def _complete_group(launch, wq, mask, runq):
     c = launch.counters
     first = wq[0]
-    op, mask = first.wait[0], first.wait[1]
+    op = first.wait[0]
     for u in wq:
-        if u.wait[0] != op or u.wait[1] != mask:
+        if u.wait[0] != op:
             raise DivergenceError(
                 f"ctaid={_idx_str(launch.ctaid)} warp {first.warp}: lanes call different warp "
-                f"collectives or masks ({op} mask {mask:#x} at line {_line_of(*first.wait[4])} vs "
-                f"{u.wait[0]} mask {u.wait[1]:#x} at line {_line_of(*u.wait[4])})")
+                f"collectives with one mask ({op} at line {_line_of(*first.wait[4])} vs "
+                f"{u.wait[0]} at line {_line_of(*u.wait[4])})")
     by_lane = {u.lane: u for u in wq}
     results = {}
-    if op == "syncwarp":
+    if op == "activemask":
+        results = dict.fromkeys(by_lane, np.uint32(mask))     # numba-cuda: uint32
+    elif op == "syncwarp":
         for u in wq:
             launch.close(u)
             u.wep += 1
@@ -1565,21 +1716,26 @@ def _complete_warp_op(launch, threads, wq, runq):
             for ln, v in vals.items():
                 if v:
                     b |= 1 << ln
-            results = dict.fromkeys(vals, np.uint32(b))
-        elif op == "all":
-            results = dict.fromkeys(vals, int(all(bool(v) for v in vals.values())))
+            results = dict.fromkeys(vals, np.uint32(b).view(np.int32))
+        elif op == "all":       # numba-cuda types all/any/eq as boolean, ballot as int32
+            results = dict.fromkeys(vals, all(bool(v) for v in vals.values()))
         elif op == "any":
-            results = dict.fromkeys(vals, int(any(bool(v) for v in vals.values())))
+            results = dict.fromkeys(vals, any(bool(v) for v in vals.values()))
         elif op == "eq":
-            vs = list(vals.values())
-            results = dict.fromkeys(vals, int(all(v == vs[0] for v in vs)))
+            vs = [bool(v) for v in vals.values()]
+            results = dict.fromkeys(vals, all(v == vs[0] for v in vs))
         elif op == "match_any":
             for ln, v in vals.items():
                 m = 0
                 for l2, v2 in vals.items():
                     if v2 == v:
                         m |= 1 << l2
-                results[ln] = np.uint32(m)
+                results[ln] = np.uint32(m).view(np.int32)
+        elif op == "match_all":
+            vs = list(vals.values())
+            same = all(v == vs[0] for v in vs)
+            results = dict.fromkeys(vals, (np.uint32(mask if same else 0).view(np.int32),
+                                           same))
     for ln in sorted(by_lane):
         u = by_lane[ln]
         u.state = 0
@@ -1595,7 +1751,7 @@ def _stuck(launch, threads, why):
     where = []
     for t in alive[:8]:
         fr = t.g.gr_frame
-        while fr is not None and fr.f_code.co_filename == __file__:
+        while fr is not None and fr.f_code.co_filename.startswith(__file__):
             fr = fr.f_back
         where.append(f"tid={_idx_str(t.idx)} line {fr.f_lineno if fr is not None else '?'}")
     more = f" and {len(alive) - 8} more" if len(alive) > 8 else ""
@@ -1619,8 +1775,12 @@ def _arg_names(fn, n):
     return names
 
 
-def check_launch_config(grid, block):
+def check_launch_config(grid, block, dynshared_size=0):
     """Raise :class:`LaunchConfigError` for a configuration a GPU would refuse."""
+    if dynshared_size and dynshared_size > MAX_STATIC_SHARED:
+        raise LaunchConfigError(
+            f"{dynshared_size} bytes of dynamic shared memory a block; without an opt-in (which "
+            f"numba-cuda does not expose) a GPU allows {MAX_STATIC_SHARED} bytes (48 KiB)")
     nthreads = block[0] * block[1] * block[2]
     if nthreads > MAX_THREADS:
         raise LaunchConfigError(
@@ -1645,7 +1805,7 @@ def launch(kernel, args):
     global _mode
     grid, block = normalize_kernel_dimensions(kernel.grid_dim, kernel.block_dim)
     grid, block = tuple(grid), tuple(block)
-    check_launch_config(grid, block)
+    check_launch_config(grid, block, kernel.dynshared_size or 0)
     fn = kernel.fn
     name = getattr(fn, "__name__", "kernel")
     if _OPTS["gpu_compile"]:
@@ -1667,6 +1827,7 @@ def launch(kernel, args):
     arrays = [d._ary for d in dev_args if isinstance(d, FakeCUDAArray)]
     snapshot = [a.copy() for a in arrays] if mode == 1 else None
     prev_mode = _mode
+    alarm = _arm_alarm(name)
     try:
         _mode = mode
         try:
@@ -1682,6 +1843,7 @@ def launch(kernel, args):
                                "on the second run") from None
     finally:
         _mode = prev_mode
+        _disarm_alarm(alarm)
     for wb in retr:
         wb()
     stats = LaunchStats(name, grid, block, L.counters, ptx_counts, L.trace)
@@ -1689,6 +1851,36 @@ def launch(kernel, args):
     for cap in _listeners:
         cap.launches.append(stats)
     return stats
+
+
+def _arm_alarm(name):
+    """The wall-clock watchdog for code that never switches (``while True: pass``): a
+    SIGALRM after ``watchdog_s`` raises StuckKernelError in whichever thread runs. Only in the
+    main thread and only when nobody else handles SIGALRM; returns what to restore."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, None):
+            return None
+    except (AttributeError, ValueError):      # no SIGALRM (Windows)
+        return None
+    if signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+        return None
+    limit = float(_OPTS["watchdog_s"])
+
+    def on_alarm(signum, frame):
+        raise StuckKernelError(
+            f"kernel {name} ran past the watchdog ({limit:g} s of wall-clock): a thread may "
+            "loop forever without touching memory")
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    return True
+
+
+def _disarm_alarm(alarm):
+    if alarm:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
 
 def _run_launch(kernel, grid, block, name, dev_args, want_trace):
@@ -1769,7 +1961,7 @@ def install():
     # too (host code that checks hasattr), raising a clear error outside a kernel
     import numba.cuda as _cuda
     for nm in ("syncwarp", "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync",
-               "ballot_sync", "all_sync", "any_sync", "eq_sync", "match_any_sync",
+               "ballot_sync", "all_sync", "any_sync", "eq_sync", "match_any_sync", "match_all_sync",
                "activemask", "lanemask_lt", "dp4a"):
         if not hasattr(_cuda, nm):
             setattr(_cuda, nm, _outside_kernel(nm))

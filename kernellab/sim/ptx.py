@@ -504,6 +504,9 @@ try:
         raise RuntimeError("numba.cuda started in simulator mode in the compile helper")
     import numba.cuda.dispatcher as _dispatcher
     from numba.cuda.cudadrv import nvvm as _nvvm
+    if os.environ.get("KERNELLAB_CUDA_EXT"):
+        import runpy
+        runpy.run_path(os.environ["KERNELLAB_CUDA_EXT"])["install"]()
     _nvvm_version = ".".join(map(str, _nvvm.NVVM().get_version()))
 except BaseException as exc:
     _startup_error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -666,6 +669,8 @@ class _Helper:
             self._stderr.close()
         self._owner_pid = os.getpid()
         env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+        # intrinsics numba-cuda lacks (cuda.dp4a), installed in the helper from this file
+        env["KERNELLAB_CUDA_EXT"] = str(Path(__file__).resolve().parent.parent / "cuda_ext.py")
         self._stderr = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
             [sys.executable, "-c", _CHILD_SOURCE], stdin=subprocess.PIPE,
