@@ -1853,6 +1853,13 @@ def launch(kernel, args):
     return stats
 
 
+def _cell_is(cell, obj):
+    try:
+        return cell.cell_contents is obj
+    except ValueError:      # an empty cell
+        return False
+
+
 def _arm_alarm(name):
     """The wall-clock watchdog for code that never switches (``while True: pass``): a
     SIGALRM after ``watchdog_s`` raises StuckKernelError in whichever thread runs. Only in the
@@ -1897,6 +1904,12 @@ def _run_launch(kernel, grid, block, name, dev_args, want_trace):
     rng = random.Random(_OPTS["shuffle"]) if _OPTS["shuffle"] is not None else None
     prev = (_launch, _cur, _sched)
     _launch = L
+    # the stock simulator swaps ``cuda`` in the kernel's globals only; a kernel defined inside
+    # a function that imported ``cuda`` locally sees it through a closure cell
+    import numba.cuda as _cuda_mod
+    cells = [c for c in (fn.__closure__ or ()) if _cell_is(c, _cuda_mod)]
+    for c in cells:
+        c.cell_contents = module
     try:
         with _simkernel._push_kernel_context(module):
             with _kapi.swapped_cuda_module(fn, module):
@@ -1910,6 +1923,8 @@ def _run_launch(kernel, grid, block, name, dev_args, want_trace):
         _pool.clear()       # workers may be suspended inside the kernel: start afresh
         raise
     finally:
+        for c in cells:
+            c.cell_contents = _cuda_mod
         _launch, _cur, _sched = prev
     L.finish()
     return L
