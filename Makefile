@@ -46,8 +46,11 @@ bench-sim: $(STAMP)
 release: $(STAMP)
 	$(VENV)/bin/kernellab release
 
-# The GPU check: run on a machine with an NVIDIA GPU and numba-cuda/cupy already installed
-# (no network): it uses the interpreter it finds and the source tree, installs nothing.
+# The GPU check: run on a machine with an NVIDIA GPU and numpy, numba, numba-cuda, cupy already
+# installed (no network): it uses the interpreter it finds and the source tree, installs
+# nothing. Every GPU lab's solution graded on the gpu tier, chapter 2's ladder vs cuBLAS, a
+# table and benchmarks/results/gpu_check.json, in a few minutes; without a GPU it says so and
+# exits 0.
 gpu-check:
 	PYTHONPATH=$(CURDIR) KERNELLAB_DEVICE=gpu $(PYTHON) benchmarks/gpu_check.py
 

@@ -1,95 +1,343 @@
-"""GPU check (``make gpu-check``): run on a machine with an NVIDIA GPU and numba-cuda, numpy
-(and optionally cupy) already installed; it installs nothing and takes the project from the
-source tree (PYTHONPATH). It checks, in about a minute:
+"""GPU check (``make gpu-check``): everything the course runs on the ``gpu`` tier, in one command,
+on a machine with an NVIDIA GPU. It installs nothing and needs no network: numpy, numba,
+numba-cuda and (for the cuBLAS baselines) cupy, with the project on ``PYTHONPATH``. nbformat,
+greenlet, threadpoolctl and the notebook stack are not needed (notebooks are read as JSON).
 
-1. the tier is ``gpu`` (the driver probe and numba-cuda agree) and prints the doctor's facts;
-2. a vector add and a naive GEMM kernel in numba-cuda compile, run and match the float64
-   golden reference under kernellab's tolerances;
-3. CUDA-event timing works (kernellab.timing with clock="cuda"): the GEMM's median time and
-   GFLOP/s, and cupy's matmul on the same inputs when cupy is installed.
+What it does, in well under five minutes on a current GPU:
 
-Exit status 0 when every check passes.
+1. the tier is ``gpu`` (the driver probe and numba-cuda agree); the device, its nominal FP32
+   peak (:func:`kernellab.machine.gpu_info`) and the versions;
+2. every GPU lab's solution (today: ``gemm-cuda``, ``solutions/02_gemm_cuda.ipynb``) in this
+   process: all visible cases against the float64 reference, then the lab's own gpu-tier
+   performance measurement and rules (CUDA events, interleaved with the naive kernel and
+   cupy.matmul); then the real grader (``grader.runner.grade``: sandboxed worker, gpu tier),
+   whose verdict must be PASS;
+3. chapter 2's ladder v1..v4 and the lab solution against cupy.matmul (cuBLAS) at
+   M = N = K = ``LADDER_N``: correctness at ragged sizes against the float64 reference and at
+   ``LADDER_N`` by Freivalds' check, then CUDA-event timings (one warm-up call each,
+   ``ROUNDS`` interleaved rounds, fresh device inputs per call, medians): GFLOP/s, speedup
+   over v1, % of cuBLAS, % of the FP32 peak.
+
+It prints a table and the same figures as JSON (also written to ``--json``, default
+``benchmarks/results/gpu_check.json``). Exit status 0 when every check passes, 1 when one fails;
+without a usable GPU it says so and exits 0 (nothing to check).
+
+``--simulate`` runs the same code on the ``sim`` tier with a wall clock, a numpy stand-in for
+cuBLAS and tiny sizes: the test suite's check of this script on machines without a GPU (its
+figures mean nothing).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
+import tempfile
+import time
+import types
+from pathlib import Path
 
-import kernellab  # first: tier and thread settings
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `python benchmarks/gpu_check.py` without PYTHONPATH
+    sys.path.insert(0, str(ROOT))
+
+import kernellab  # noqa: E402  first: tier and thread settings before numba.cuda loads
+
+LADDER_N = 4096
+ROUNDS = 5
+RAGGED = [(1, 1, 1), (33, 65, 127), (257, 129, 65)]
+RAGGED_SIM = [(1, 1, 1), (33, 17, 20)]  # --simulate: the simulator's cost grows with M*N*K
+BUDGET_S = 300.0
 
 
-def main() -> int:
-    import numba
+def _versions() -> dict:
+    from importlib import metadata
+
+    out = {"python": sys.version.split()[0]}
+    for dist in ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "cupy"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _no_gpu_reason() -> str | None:
+    """None on the gpu tier, else why not, in plain words."""
+    from kernellab import device
+
+    try:
+        d = device.describe()
+    except device.DeviceError as exc:
+        return str(exc)
+    return None if d["tier"] == "gpu" else d["reason"]
+
+
+def load_solution(path: Path) -> types.ModuleType:
+    """The solution cells of a lab notebook (or a .py) as a module, as the grader runs them."""
+    from kernellab import notebook
+
+    source = notebook.submission_source(path)
+    mod = types.ModuleType(f"solution_{path.stem}")
+    mod.__file__ = str(path)
+    exec(compile(source, str(path), "exec"), mod.__dict__)  # the course's own solution
+    return mod
+
+
+def _baseline(simulate: bool):
+    """``f(dA, dB, dC)``: cupy.matmul (cuBLAS) on device arrays, or a numpy stand-in when
+    simulating; None (and why) when cupy is missing."""
+    if simulate:
+        def numpy_matmul(dA, dB, dC):
+            import numpy as np
+            dC.copy_to_device(np.matmul(dA.copy_to_host(), dB.copy_to_host()))
+        return numpy_matmul, "numpy stand-in (simulated run)"
+    try:
+        import cupy as cp
+    except ImportError as exc:
+        return None, f"cupy not importable ({exc}): no cuBLAS baseline"
+
+    def cublas(dA, dB, dC):
+        cp.matmul(cp.asarray(dA), cp.asarray(dB), out=cp.asarray(dC))
+    return cublas, f"cupy {cp.__version__} matmul (cuBLAS)"
+
+
+def check_lab(spec, solution: Path, *, simulate: bool, tmp: Path, say) -> dict:
+    """One GPU lab's solution: visible cases, the lab's performance rules (in this process),
+    and (not simulating) the sandboxed grader's verdict."""
+    from grader.runner import check_case, grade, recheck
+    from grader.spec import HiddenCases
+
+    out = {"lab": spec.lab_id, "solution": str(solution.relative_to(ROOT))}
+    mod = load_solution(solution)
+    fn = getattr(mod, next(iter(spec.functions)))
+    cases = spec.cases(HiddenCases())
+    results = []
+    for case in cases:
+        data = spec.case_data(case)
+        arrays = {k: v.copy() for k, v in data.inputs.items()}
+        arrays.update(data.allocate_outputs())
+        try:
+            with spec.call_probe() as info:
+                fn(*[arrays[n] for n in data.call])
+            r = {"ok": True, "arrays": arrays, "info": info}
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            r = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        res = check_case(spec, case, data, r)
+        results.append({"case": case.name, "passed": res.passed, "error": res.error})
+    out["cases_passed"] = sum(r["passed"] for r in results)
+    out["cases_total"] = len(results)
+    out["case_errors"] = [r for r in results if not r["passed"]]
+    say(f"  {spec.lab_id}: {out['cases_passed']}/{out['cases_total']} cases pass")
+    if simulate:  # the gpu-tier measurement, on the simulator with a wall clock
+        plan = {"tier": "gpu", "n": 32, "rounds": 2}
+        cublas, _ = _baseline(True)
+        measured = spec.measure({"gemm": fn}, plan, tmp, clock="wall", cublas=cublas)
+    else:
+        plan = spec.perf_plan()
+        measured = spec.measure({"gemm": fn}, plan, tmp)
+    rules = spec.perf_rules(measured)
+    after = recheck(spec, plan, measured["recheck"], tmp)
+    out["performance"] = {"setup": measured["setup"]["description"],
+                          "rules": [r.to_dict() for r in rules],
+                          "recheck_passed": after.passed, "recheck_error": after.error}
+    for r in rules:
+        meas = "-" if r.measured is None else f"{r.measured:.3g}{r.unit}"
+        say(f"  {'pass' if r.passed else 'FAIL'}  {r.name}: {meas} ({r.op} {r.threshold:g}"
+            f"{r.unit})" + ("" if r.scored else " [gate]"))
+        if r.detail:
+            say(f"        {r.detail}")
+    say(f"  re-check of the timed calls: {'ok' if after.passed else 'FAIL — ' + str(after.error)}")
+    # simulated: the timings are the simulator's and mean nothing; only correctness counts
+    ok = (out["cases_passed"] == out["cases_total"] and after.passed
+          and (simulate or all(r.passed for r in rules)))
+    if not simulate:
+        t0 = time.perf_counter()
+        report = grade(spec.lab_id, solution)
+        out["grader"] = {"passed": report.passed, "score": report.score, "tier": report.tier,
+                         "seconds": round(time.perf_counter() - t0, 1),
+                         "fatal": report.fatal, "performance_note": report.performance_note}
+        say(f"  kernellab grade {spec.lab_id} {out['solution']}: "
+            f"{'PASS' if report.passed else 'FAIL'} ({report.score:g}/{report.max_score}, tier "
+            f"{report.tier}, {out['grader']['seconds']} s)")
+        if not report.passed:
+            say("\n".join("    " + ln for ln in report.to_text().splitlines()))
+        ok = ok and report.passed
+    out["ok"] = bool(ok)
+    return out
+
+
+def ladder(extra: dict, *, n: int, rounds: int, simulate: bool, say) -> dict:
+    """Chapter 2's ladder (and ``extra``: name -> gemm(A, B, C)) against cuBLAS at n^3."""
     import numpy as np
     from numba import cuda
 
-    from kernellab import doctor, numerics, timing
+    from grader.labs.gemm_cpu import _probably_correct
+    from kernellab import machine, numerics, timing
+    from kernellab.kernels.gemm_cuda import LADDER
     from reference_kernels.gemm import gemm_abs_product, gemm_golden
 
-    facts = doctor.collect()
-    print(doctor.render(facts))
-    if kernellab.TIER != "gpu" or facts["simulator_active"]:
-        print("FAIL: not on the gpu tier")
-        return 1
-
-    @cuda.jit
-    def vadd(a, b, out):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = a[i] + b[i]
-
-    @cuda.jit
-    def gemm_naive(A, B, C):
-        i, j = cuda.grid(2)
-        if i < C.shape[0] and j < C.shape[1]:
-            acc = numba.float32(0)  # accumulate in fp32, as the kernel claims
-            for k in range(A.shape[1]):
-                acc += A[i, k] * B[k, j]
-            C[i, j] = acc
-
-    ok = True
+    fns = {name.split("_")[0] + " " + name.split("_", 1)[1].replace("_", " "): f
+           for name, f in LADDER.items()}
+    fns.update(extra)
     rng = np.random.default_rng(0)
-    n = 1 << 20
-    a = rng.standard_normal(n, dtype=np.float32)
-    b = rng.standard_normal(n, dtype=np.float32)
-    d_out = cuda.device_array(n, np.float32)
-    vadd[(n + 255) // 256, 256](cuda.to_device(a), cuda.to_device(b), d_out)
-    res = numerics.compare(d_out.copy_to_host(), a.astype(np.float64) + b,
-                           numerics.Elementwise("float32"))
-    print(f"vector add:  {'ok' if res.ok else 'FAIL'} — {res.message}")
-    ok &= res.ok
-
-    for (M, N, K) in [(33, 65, 127), (1024, 1024, 1024)]:
+    correct: dict[str, list] = {k: [] for k in fns}
+    for (M, N, K) in (RAGGED_SIM if simulate else RAGGED):
         A = rng.standard_normal((M, K), dtype=np.float32)
         B = rng.standard_normal((K, N), dtype=np.float32)
-        dA, dB = cuda.to_device(A), cuda.to_device(B)
-        dC = cuda.device_array((M, N), np.float32)
-        grid = ((M + 15) // 16, (N + 15) // 16)
+        ref = gemm_golden(A, B)
+        policy = numerics.KAware(K, "float32", "float32", gemm_abs_product(A, B))
+        for name, f in fns.items():
+            C = np.full((M, N), np.nan, np.float32)
+            f(A, B, C)
+            res = numerics.compare(C, ref, policy)
+            correct[name].append(bool(res.ok))
+            if not res.ok:
+                say(f"  FAIL {name} at {M}x{N}x{K}: {res.message}")
+    cublas, cublas_note = _baseline(simulate)
+    timed = dict(fns)
+    if cublas is not None:
+        timed["cupy.matmul (cuBLAS)"] = cublas
+    state = {"wrong": {k: 0 for k in timed}, "before": None}
+    check_rng = np.random.default_rng(1)
 
-        def run():
-            gemm_naive[grid, (16, 16)](dA, dB, dC)
+    def setup():
+        A = rng.standard_normal((n, n), dtype=np.float32)
+        B = rng.standard_normal((n, n), dtype=np.float32)
+        state["before"] = (A, B)
+        return (cuda.to_device(A), cuda.to_device(B),
+                cuda.to_device(np.full((n, n), np.nan, np.float32)))
 
-        run()
-        cuda.synchronize()
-        res = numerics.compare(dC.copy_to_host(), gemm_golden(A, B),
-                               numerics.KAware(K, "float32", "float32", gemm_abs_product(A, B)))
-        print(f"naive GEMM {M}x{N}x{K}: {'ok' if res.ok else 'FAIL'} — {res.message}")
-        ok &= res.ok
-    t = timing.time_fn(run, warmup=2, repeats=10, clock="cuda", name="gemm_naive")
-    print(f"naive GEMM 1024^3: median {t.median * 1e3:.3f} ms (IQR/median {t.spread:.2%}), "
-          f"{2 * 1024**3 / t.median / 1e9:.1f} GFLOP/s by CUDA events")
-    ok &= 0 < t.median < 10
+    def after(name, args):  # outside the timer
+        A, B = state["before"]
+        if not _probably_correct(A, B, args[2].copy_to_host(), check_rng):
+            state["wrong"][name] += 1
+
+    base = next(iter(timed))
+    g = timing.interleaved(timed, baseline=base, setup=setup, warmup=1, rounds=rounds,
+                           clock="wall" if simulate else "cuda", after=after)
+    flops = 2.0 * n ** 3
     try:
-        import cupy as cp
-    except ImportError:
-        print("cupy: not installed (pip install -e '.[gpu]')")
-    else:
-        cA, cB = cp.asarray(A), cp.asarray(B)
-        tc = timing.time_fn(lambda: cp.matmul(cA, cB), warmup=2, repeats=10, clock="cuda")
-        print(f"cupy.matmul 1024^3: median {tc.median * 1e3:.3f} ms, "
-              f"{2 * 1024**3 / tc.median / 1e9:.1f} GFLOP/s; naive = "
-              f"{tc.median / t.median:.1%} of cuBLAS")
-    print("gpu-check:", "PASS" if ok else "FAIL")
+        info = machine.gpu_info()
+        peak, formula = info.peak_flops(), info.formula()
+    except Exception as exc:  # noqa: BLE001 - the simulator
+        peak, formula = None, f"unknown ({exc})"
+    cub = g.timings.get("cupy.matmul (cuBLAS)")
+    rows = []
+    for name, t in g.timings.items():
+        gf = flops / t.median / 1e9
+        rows.append({"kernel": name, "median_s": t.median, "gflops": gf,
+                     "gflops_range": [flops / max(t.times) / 1e9, flops / min(t.times) / 1e9],
+                     # median over rounds of v1's time / this kernel's time in the same round
+                     "speedup_v1": g.speedup(name),
+                     "pct_cublas": (100.0 * cub.median / t.median) if cub else None,
+                     "pct_peak": (100.0 * gf * 1e9 / peak) if peak else None,
+                     "correct_ragged": all(correct.get(name, [True])),
+                     "wrong_timed_calls": state["wrong"][name]})
+    return {"n": n, "rounds": rounds, "clock": "wall" if simulate else "cuda",
+            "baseline": cublas_note, "peak_formula": formula, "rows": rows}
+
+
+def render_ladder(lad: dict) -> str:
+    def f(x, fmt):
+        return "-" if x is None else format(x, fmt)
+    head = (f"{'kernel':<28} {'GFLOP/s':>10} {'(min-max)':>17} {'vs v1':>8} "
+            f"{'% cuBLAS':>9} {'% peak':>7}  correct")
+    lines = [f"M=N=K={lad['n']}, {lad['rounds']} interleaved rounds, {lad['clock']} clock, "
+             f"medians; baseline: {lad['baseline']}; FP32 peak: {lad['peak_formula']}", head,
+             "-" * len(head)]
+    for r in lad["rows"]:
+        lo, hi = r["gflops_range"]
+        ok = r["correct_ragged"] and not r["wrong_timed_calls"]
+        lines.append(f"{r['kernel']:<28} {r['gflops']:>10.4g} {f'{lo:.4g}-{hi:.4g}':>17} "
+                     f"{r['speedup_v1']:>7.2f}x {f(r['pct_cublas'], '>8.1f'):>8}% "
+                     f"{f(r['pct_peak'], '>6.1f'):>6}%  {'yes' if ok else 'NO'}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "gpu_check.json"),
+                    help="where to write the figures as JSON")
+    ap.add_argument("--simulate", action="store_true",
+                    help="run on the sim tier with tiny sizes (a test of this script)")
+    ap.add_argument("--n", type=int, default=None, help=f"ladder size (default {LADDER_N})")
+    args = ap.parse_args(argv)
+    t_start = time.perf_counter()
+    say = lambda m: print(m, flush=True)  # noqa: E731
+
+    reason = _no_gpu_reason()
+    if reason is not None and not args.simulate:
+        say(f"gpu-check: no usable NVIDIA GPU here ({reason}); nothing to check. Run "
+            "`make gpu-check` on a machine with a GPU.")
+        return 0
+    if args.simulate and kernellab.TIER != "sim":
+        say("gpu-check --simulate needs the sim tier (KERNELLAB_DEVICE=sim)")
+        return 2
+
+    from grader.labs import all_specs
+    from kernellab import machine
+
+    report = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "simulated": args.simulate,
+              "versions": _versions(), "tier": kernellab.TIER}
+    try:
+        g = machine.gpu_info()
+        report["gpu"] = {"name": g.name, "cc": list(g.cc), "sms": g.sms, "ghz": g.ghz,
+                         "fp32_peak_tflops": g.peak_flops() / 1e12, "formula": g.formula()}
+        say(f"GPU: {g.name}, cc {g.cc[0]}.{g.cc[1]}, {g.formula()}")
+    except Exception as exc:  # noqa: BLE001 - the simulated run
+        report["gpu"] = None
+        say(f"GPU: none ({exc})")
+    say("versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()))
+
+    ok = True
+    labs = []
+    gpu_specs = [s for s in all_specs() if s.tier != "cpu"]
+    with tempfile.TemporaryDirectory(prefix="kernellab-gpu-check-") as d:
+        for spec in gpu_specs:
+            say(f"\nlab {spec.lab_id} ({spec.title}), solution solutions/{spec.notebook}:")
+            path = ROOT / "solutions" / spec.notebook
+            sub = Path(d) / spec.lab_id
+            sub.mkdir()
+            try:
+                res = check_lab(spec, path, simulate=args.simulate, tmp=sub, say=say)
+            except Exception as exc:  # noqa: BLE001 - a failed check, reported in one line
+                res = {"lab": spec.lab_id, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+                say(f"  FAIL: {res['error']}")
+            labs.append(res)
+            ok &= bool(res.get("ok"))
+    report["labs"] = labs
+
+    extra = {}
+    try:
+        extra["lab 2 solution"] = load_solution(ROOT / "solutions" / "02_gemm_cuda.ipynb").gemm
+    except Exception as exc:  # noqa: BLE001 - the ladder runs without it
+        say(f"  (lab 2 solution not in the ladder: {type(exc).__name__}: {exc})")
+    n = args.n or (32 if args.simulate else LADDER_N)
+    say("\nchapter 2 ladder vs cuBLAS:")
+    try:
+        lad = ladder(extra, n=n, rounds=2 if args.simulate else ROUNDS, simulate=args.simulate,
+                     say=say)
+        say(render_ladder(lad))
+        ok &= all(r["correct_ragged"] and not r["wrong_timed_calls"] for r in lad["rows"])
+    except Exception as exc:  # noqa: BLE001
+        lad = {"error": f"{type(exc).__name__}: {exc}"}
+        say(f"  FAIL: {lad['error']}")
+        ok = False
+    report["ladder"] = lad
+    report["seconds"] = round(time.perf_counter() - t_start, 1)
+    report["passed"] = bool(ok)
+    if report["seconds"] > BUDGET_S:
+        say(f"note: took {report['seconds']} s, over the {BUDGET_S:.0f} s budget")
+    text = json.dumps(report, indent=2, default=str)
+    say("\nJSON:\n" + text)
+    try:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
+        say(f"written to {args.json}")
+    except OSError as exc:
+        say(f"could not write {args.json}: {exc}")
+    say(f"gpu-check: {'PASS' if ok else 'FAIL'} in {report['seconds']} s")
     return 0 if ok else 1
 
 

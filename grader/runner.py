@@ -70,9 +70,12 @@ class _Session:
         if self.worker is not None:
             self.worker.close()
         try:
+            tier = spec.tier
             self.worker = Worker(spec.lab_id, self.sub_path, self.workdir,
-                                 Limits(memory_bytes=spec.memory_limit_bytes),
-                                 cpu_only=spec.tier == "cpu")
+                                 # no address-space limit on a GPU: see grader.sandbox.Limits
+                                 Limits(memory_bytes=None if tier == "gpu"
+                                        else spec.memory_limit_bytes),
+                                 tier=tier)
         except (OSError, subprocess.SubprocessError) as exc:
             self.worker = None
             self.load_error = (f"the grader could not start its worker process ({exc}); "
@@ -230,6 +233,13 @@ def check_case(spec, case: Case, data: CaseData, r: dict) -> CaseResult:
     res.comparison = cmp.to_dict()
     res.tile_map = cmp.tile_map() if not cmp.ok else ""
     res.passed = bool(cmp.ok)
+    # the lab's rules on how the result was produced (a GPU lab: by a kernel), after the values
+    # so the report keeps their figures either way
+    how = spec.check_call(case, data, r.get("info"))
+    if how:
+        res.passed = False
+        res.error = how
+        return res
     if not cmp.ok:
         res.error = cmp.message
         if r.get("returned") and all(np.isnan(o).all() for o in outs.values()
@@ -261,6 +271,10 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
     report.performance_requested = run_performance
     say = progress or (lambda msg: None)
     path = Path(submission)
+    problem = spec.tier_problem()
+    if problem:
+        report.fatal = problem
+        return report.finish()
     if path.is_dir():
         report.fatal = f"{submission} is a folder, not a file: give the notebook or .py file"
         return report.finish()

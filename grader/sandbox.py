@@ -41,7 +41,11 @@ class WorkerTimeout(WorkerDied):
 
 @dataclass
 class Limits:
-    memory_bytes: int
+    """``memory_bytes``: the address-space limit (RLIMIT_AS), or None for none (the gpu tier:
+    the CUDA driver reserves far more virtual address space than it uses, and ``cuInit`` fails
+    under such a limit)."""
+
+    memory_bytes: int | None
     cpu_seconds: int = 3600
     file_bytes: int = 256 << 20
 
@@ -59,12 +63,13 @@ def _capped(which: int, soft: int, hard: int | None = None) -> tuple[int, int]:
 def _preexec(limits: Limits):
     # computed here, in the grader, so the child only calls setrlimit
     settings = [
-        (resource.RLIMIT_AS, _capped(resource.RLIMIT_AS, limits.memory_bytes)),
         (resource.RLIMIT_CORE, (0, 0)),
         (resource.RLIMIT_FSIZE, _capped(resource.RLIMIT_FSIZE, limits.file_bytes)),
         (resource.RLIMIT_CPU, _capped(resource.RLIMIT_CPU, limits.cpu_seconds,
                                       limits.cpu_seconds + 5)),
     ]
+    if limits.memory_bytes is not None:
+        settings.append((resource.RLIMIT_AS, _capped(resource.RLIMIT_AS, limits.memory_bytes)))
 
     def apply():
         for which, value in settings:
@@ -78,7 +83,10 @@ class Worker:
     MAX_REPLY = 64 << 20  # bytes: a reply is a line of JSON (the measurements at most)
 
     def __init__(self, lab_id: str, submission: Path, workdir: Path, limits: Limits,
-                 cpu_only: bool = False):
+                 cpu_only: bool = False, tier: str | None = None):
+        """``tier``: the device tier the worker must use, as the grader chose it ("cpu" and
+        "sim" run on the simulator, "gpu" on the GPU); ``cpu_only=True`` is ``tier="cpu"``.
+        None: the worker chooses for itself (a driver probe)."""
         self.workdir = workdir
         self.limits = limits
         self.stdout_path = workdir / "stdout.txt"
@@ -87,13 +95,17 @@ class Worker:
         self._resp_r, resp_w = os.pipe()
         env = {k: v for k, v in os.environ.items()
                # the lab's codegen profile and thread counts are the grader's to set, not
-               # whatever the calling shell or notebook exported
-               if not k.startswith("NUMBA_")}
+               # whatever the calling shell or notebook exported; so are the sim tier's checks
+               # (KERNELLAB_SIM_CHECKS=fast would drop the race detector and the counters)
+               if not k.startswith(("NUMBA_", "KERNELLAB_SIM_"))}
         env.pop("KERNELLAB_HIDDEN_SEED", None)  # the instructor's secret stays with the grader
-        if cpu_only:  # no CUDA driver probe (cuInit) under the address-space limit
+        tier = "cpu" if cpu_only else tier
+        if tier in ("cpu", "sim"):  # no CUDA driver probe (cuInit) under the address-space limit
             env["KERNELLAB_DEVICE"] = "sim"
+        elif tier == "gpu":  # the grader's choice, not a second probe that might disagree
+            env["KERNELLAB_DEVICE"] = "gpu"
         env["PYTHONPATH"] = str(_PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        env["KERNELLAB_GRADER_MEM"] = str(limits.memory_bytes)
+        env["KERNELLAB_GRADER_MEM"] = str(limits.memory_bytes or 0)  # 0: no limit
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["PYTHONUNBUFFERED"] = "1"
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:

@@ -9,6 +9,7 @@ calls the submission on arrays the grader sent and measures timings.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -112,7 +113,7 @@ class LabSpec:
     lab_id: str = ""
     title: str = ""
     notebook: str = ""  # e.g. "01_gemm_cpu.ipynb" in solutions/ and labs/
-    tier: str = "cpu"
+    tier: str = "cpu"  # "cpu", or for GPU labs the runtime tier ("sim" or "gpu", a property)
     functions: dict[str, tuple[str, ...]] = {}  # required function -> parameter names
     allowed_imports: frozenset = frozenset({"numpy", "numba", "math"})
     # submodules beyond grader.static_check.ALLOWED_SUBMODULES (numpy.random, numba.types,
@@ -156,6 +157,24 @@ class LabSpec:
     def perf_data_check(self, plan: dict, recheck: dict, arrays: dict) -> str | None:
         """Grader side: None if the re-checked timed call's arrays are what ``plan`` asked for,
         else what is wrong, in plain words. The base class accepts anything."""
+        return None
+
+    def tier_problem(self) -> str | None:
+        """Grader side, before anything runs: why this lab cannot be graded on this machine
+        (e.g. the gpu tier forced without a GPU), in plain words; None when it can."""
+        return None
+
+    def call_probe(self):
+        """Worker side: a context manager around each correctness call, yielding a dict the
+        lab fills with what it observed during the call (JSON-serialisable; sent back with the
+        reply as ``info``). The base class observes nothing."""
+        return contextlib.nullcontext({})
+
+    def check_call(self, case: Case, data: CaseData, info: dict | None) -> str | None:
+        """Grader side: None if what :meth:`call_probe` observed obeys the lab's rules (e.g.
+        the result was computed by a GPU kernel), else what is wrong, in plain words. ``info``
+        is None or empty when nothing was observed (the in-notebook checker on a tier without
+        observations): then nothing is checked. The base class accepts anything."""
         return None
 
     # worker side (runs in the sandboxed process)

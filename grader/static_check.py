@@ -133,7 +133,10 @@ def escape_names(allowed_imports: frozenset,
     exempt: set[str] = set()  # names under which an allowed module is reached (numba.types)
     seen: set[str] = set()
     stack = []
-    for top in sorted(allowed_imports):
+    # the allowed submodules are walked too: a package does not list them as attributes until
+    # something imports them (``numba.cuda``), and they reach modules of their own
+    # (``numba.cuda.cudadrv``, ``numba.cuda.simulator`` ...)
+    for top in sorted(allowed_imports) + sorted(allowed_submodules):
         try:
             stack.append(importlib.import_module(top))
         except Exception:  # not installed here: nothing of it can be reached either

@@ -70,13 +70,44 @@ def _describe_safely(exc: BaseException, path: str, mem_limit: int) -> str:
         return f"raised {name} (its message could not be turned into text)"
 
 
+#: Longest sim-tier hazard message kept in a report (a race names two threads, two lines, the
+#: array and the address; a GPU compile error carries the compiler's words and the source line).
+MAX_SIM_MESSAGE = 1500
+
+
+def _describe_sim_error(exc: BaseException) -> str | None:
+    """A sim-tier hazard (:mod:`kernellab.sim.errors`) as ``"<kind>: <message>"`` in one line
+    (``race: ctaid=(0, 0, 0): race on shared array shared0[3, 5] ...``), so the report says what
+    the GPU would have done wrong; a ``NotImplementedError`` inside a kernel (an untouched lab's
+    kernel) reads "not implemented". None for anything else. The errors module imports nothing
+    heavy; a worker of a CPU lab never raises these."""
+    errors = sys.modules.get("kernellab.sim.errors")
+    ptx = sys.modules.get("kernellab.sim.ptx")
+    if ptx is not None and isinstance(exc, ptx.PTXToolError):
+        return ("the GPU-compile check could not run (a problem of the grading machine, not of "
+                "the kernel): " + " ".join(str(exc).split())[:MAX_SIM_MESSAGE])
+    if errors is None or not isinstance(exc, errors.SimError):
+        return None
+    cause = exc.__cause__
+    if isinstance(exc, errors.KernelError) and isinstance(cause, NotImplementedError):
+        return f"not implemented: {cause}" if str(cause) else "not implemented"
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    text = " / ".join(lines)
+    if len(text) > MAX_SIM_MESSAGE:
+        text = text[:MAX_SIM_MESSAGE] + "…"
+    return f"{exc.kind}: {text}"
+
+
 def _describe_exception(exc: BaseException, path: str, mem_limit: int) -> str:
+    sim = _describe_sim_error(exc)
+    if sim is not None:
+        return sim
     if isinstance(exc, OSError) and getattr(exc, "errno", None) == errno.EFBIG:
         return ("wrote more than the grader allows into one file (printing without end?); "
                 "print less")
     if isinstance(exc, MemoryError):
-        return (f"ran out of memory (the grader allows {mem_limit / 2**30:.1f} GiB): "
-                "does it allocate without bound?")
+        allows = (f" (the grader allows {mem_limit / 2**30:.1f} GiB)" if mem_limit else "")
+        return f"ran out of memory{allows}: does it allocate without bound?"
     if isinstance(exc, SystemExit):
         return f"called exit()/sys.exit() (code {exc.code!r}): a kernel must return normally"
     if isinstance(exc, NotImplementedError):
@@ -198,11 +229,12 @@ def main(argv: list[str]) -> int:
                 arrays.update(CaseData({}, {k: (tuple(s), d) for k, (s, d)
                                             in req["outputs"].items()}, []).allocate_outputs())
                 args = [arrays[n] for n in req["call"]]
-                t0 = time.perf_counter()
-                ret = fn(*args)
-                dt_s = time.perf_counter() - t0
+                with spec.call_probe() as info:  # e.g. the GPU labs' kernel launches
+                    t0 = time.perf_counter()
+                    ret = fn(*args)
+                    dt_s = time.perf_counter() - t0
                 np.savez(req["out"], **arrays)
-                _reply(fd_out, {"ok": True, "seconds": dt_s,
+                _reply(fd_out, {"ok": True, "seconds": dt_s, "info": info,
                                 "returned": None if ret is None else type(ret).__name__})
             elif op == "perf":
                 from pathlib import Path

@@ -133,3 +133,51 @@ def blas_gemm_flops(n: int = 1024, dtype=np.float32, repeats: int = 5) -> float:
         np.matmul(a, b, out=c)
         ts.append(time.perf_counter() - t0)
     return 2.0 * n**3 / float(np.median(ts))
+
+
+# ------------------------------------------------------------------------------------------------
+# GPU (the gpu tier)
+
+#: FP32 results per clock per SM (FMA counted once; x 2 for FLOPs) by compute capability major,
+#: minor: CUDA C++ Programming Guide, "Arithmetic Instructions", throughput table ("32-bit
+#: floating-point add, multiply, multiply-add"): 64 for 6.0, 7.x, 8.0; 128 for 5.x, 6.1, 6.2,
+#: 8.6, 8.7, 8.9, 9.0 and later.
+FP32_LANES_PER_SM = {(6, 0): 64, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64}
+
+
+@dataclass(frozen=True)
+class GPUInfo:
+    """One CUDA device: ``name``, compute capability ``cc`` (major, minor), ``sms``
+    (multiprocessors), ``ghz`` (the clock the driver reports as CLOCK_RATE: the maximum boost
+    clock), ``fp32_lanes`` per SM (:data:`FP32_LANES_PER_SM`)."""
+
+    name: str
+    cc: tuple
+    sms: int
+    ghz: float
+    fp32_lanes: int
+
+    def peak_flops(self) -> float:
+        """Nominal FP32 (non-tensor) peak, FLOP/s: SMs x lanes x 2 x GHz."""
+        return self.sms * self.fp32_lanes * 2 * self.ghz * 1e9
+
+    def formula(self) -> str:
+        return (f"{self.sms} SMs x {self.fp32_lanes} FP32 lanes x 2 x {self.ghz:.2f} GHz = "
+                f"{self.peak_flops() / 1e12:.1f} TFLOP/s")
+
+
+def gpu_info() -> GPUInfo:
+    """The current CUDA device as numba-cuda reports it (gpu tier only: imports numba.cuda and
+    creates a context). Raises RuntimeError on the sim tier."""
+    from kernellab import device
+
+    if device.select_tier() != "gpu":
+        raise RuntimeError("gpu_info() needs the gpu tier (a real CUDA device)")
+    from numba import cuda
+
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    cc = tuple(int(x) for x in dev.compute_capability)
+    lanes = FP32_LANES_PER_SM.get(cc, 128)
+    return GPUInfo(name=name, cc=cc, sms=int(dev.MULTIPROCESSOR_COUNT),
+                   ghz=int(dev.CLOCK_RATE) / 1e6, fp32_lanes=lanes)

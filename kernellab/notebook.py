@@ -13,11 +13,15 @@ Conventions (nbgrader's markers, COURSE.md §8):
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from pathlib import Path
 
-import nbformat
+try:
+    import nbformat
+except ImportError:  # a GPU machine with only the runtime installed (make gpu-check): notebooks
+    nbformat = None  # are then read as plain JSON, without nbformat's schema validation
 
 SOLUTION_TAG = "solution"
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION(?::\s*(?P<hint>.*\S))?\s*$")
@@ -29,8 +33,17 @@ class NotebookError(ValueError):
     """A notebook breaks the lab conventions (unbalanced markers, no solution cells, bad JSON)."""
 
 
-def read(path: str | Path) -> nbformat.NotebookNode:
-    """Read a notebook (nbformat v4). Raises NotebookError if it is not a valid notebook."""
+def read(path: str | Path):
+    """Read a notebook (nbformat v4; a ``NotebookNode``, or a plain dict when nbformat is not
+    installed). Raises NotebookError if it is not a valid notebook."""
+    if nbformat is None:
+        try:
+            nb = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise NotebookError(f"{path}: not a readable Jupyter notebook ({exc})") from None
+        if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+            raise NotebookError(f"{path}: not a readable Jupyter notebook (no list of cells)")
+        return nb
     try:
         with warnings.catch_warnings():  # nbformat's advice (missing cell ids …) is noise here
             warnings.simplefilter("ignore")
@@ -92,8 +105,11 @@ def solution_lines(source: str) -> list[str]:
     return lines
 
 
-def make_lab(solution_nb) -> nbformat.NotebookNode:
-    """The student's version of a solution notebook: blocks stubbed, outputs cleared."""
+def make_lab(solution_nb):
+    """The student's version of a solution notebook (a ``NotebookNode``): blocks stubbed,
+    outputs cleared. Needs nbformat."""
+    if nbformat is None:
+        raise NotebookError("making a lab needs nbformat (pip install nbformat)")
     nb = nbformat.from_dict(solution_nb)
     for i, cell in enumerate(nb.cells):
         lines = (cell.source or "").splitlines()

@@ -81,8 +81,12 @@ def _numba_layer() -> str:
 
 
 def blas_info() -> list[dict]:
-    """The BLAS libraries loaded in this process (threadpoolctl): name, version, threads."""
-    from threadpoolctl import threadpool_info
+    """The BLAS libraries loaded in this process (threadpoolctl): name, version, threads. Empty
+    when threadpoolctl is not installed (a GPU machine with only the runtime: make gpu-check)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return []
     out = []
     for lib in threadpool_info():
         out.append({k: lib.get(k) for k in

@@ -8,6 +8,7 @@ import importlib
 #: lab id -> "module:Class"
 LABS = {
     "gemm-cpu": "grader.labs.gemm_cpu:GemmCPU",
+    "gemm-cuda": "grader.labs.gemm_cuda:GemmCUDA",
 }
 
 

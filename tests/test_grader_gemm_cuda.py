@@ -1,0 +1,350 @@
+"""Grader self-tests for lab gemm-cuda (on the sim tier: the suite runs without a GPU): the
+solution passes with its figures in the JSON, the untouched lab fails "not implemented", every
+known-wrong submission fails for the reason in its header, honest styles pass, the thresholds
+sit where the model puts them, and the gpu-tier measurement runs (on the simulator, with a wall
+clock and a numpy stand-in for cuBLAS)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kernellab
+from grader.labs import gemm_cuda as lab
+from grader.runner import grade, recheck
+from grader.worker import _describe_exception
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBS = ROOT / "tests" / "submissions" / "gemm_cuda"
+OK = ROOT / "tests" / "submissions" / "gemm_cuda_ok"
+KERNELLAB = Path(sys.executable).parent / "kernellab"
+SOLUTION = ROOT / "solutions" / "02_gemm_cuda.ipynb"
+LAB = ROOT / "labs" / "02_gemm_cuda.ipynb"
+
+pytestmark = pytest.mark.skipif(kernellab.TIER != "sim",
+                                reason="the known-wrong verdicts are the sim tier's")
+
+
+def cli(*args, env=None):
+    e = dict(os.environ, **(env or {}))
+    return subprocess.run([str(KERNELLAB), *args], capture_output=True, text=True, cwd=ROOT,
+                          env=e, timeout=600)
+
+
+def failing(report) -> list:
+    return [c for c in report.cases if not c.passed]
+
+
+def rule(report, name):
+    return next(r for r in report.rules if r.name == name)
+
+
+SPEED = "modelled speedup over the naive kernel"
+COALESCED = "global memory coalesced"
+BY_KERNELS = "the product was computed by kernels"
+
+
+# ---------------------------------------------------------------------------- end to end (CLI)
+def test_solution_passes_in_budget_and_json_has_the_figures():
+    t0 = time.perf_counter()
+    r = cli("grade", "gemm-cuda", str(SOLUTION), "--json")
+    seconds = time.perf_counter() - t0
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # the issue's budget is 60 s on 2 cores; measured about 8 s on the course machine
+    assert seconds < 60, seconds
+    d = json.loads(r.stdout)
+    assert d["passed"] is True and d["score"] == d["max_score"] == 100
+    assert d["tier"] == "sim"
+    assert d["cases_passed"] == d["cases_total"] == len(lab.VISIBLE_SHAPES)
+    for c in d["cases"]:
+        cm = c["comparison"]
+        for key in ("max_abs", "max_rel", "max_ulp", "worst_index", "mismatches", "budget_used"):
+            assert key in cm
+        assert c["error"] is None
+        assert cm["budget_used"] < 0.5, c  # the reference uses < 50% of its budget (§5)
+    rules = {x["name"]: x for x in d["rules"]}
+    assert list(rules) == [SPEED, COALESCED, BY_KERNELS]
+    assert all(x["passed"] for x in rules.values())
+    # the model's figures for a 16 x 16 tile (module docstring): 10.6x, every sector used
+    assert rules[SPEED]["measured"] == pytest.approx(10.64, abs=0.05)
+    assert rules[SPEED]["threshold"] == lab.MIN_MODELLED_SPEEDUP
+    assert rules[COALESCED]["measured"] == pytest.approx(100.0)
+    assert "shared-bound" in rules[SPEED]["detail"] and "global-bound" in rules[SPEED]["detail"]
+    assert "wavefronts" in rules[SPEED]["detail"] and "sectors" in rules[SPEED]["detail"]
+    assert d["recheck"]["passed"] is True
+
+
+def test_untouched_lab_fails_with_not_implemented():
+    r = cli("grade", "gemm-cuda", str(LAB), "--quiet")
+    assert r.returncode == 1
+    assert "not implemented" in r.stdout
+    assert "Traceback" not in r.stdout + r.stderr
+
+
+def test_gpu_tier_forced_without_a_gpu_is_a_plain_fatal():
+    r = cli("grade", "gemm-cuda", str(SOLUTION), env={"KERNELLAB_DEVICE": "gpu"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "neither can be used here" in r.stdout and "KERNELLAB_DEVICE=gpu" in r.stdout
+    assert "Traceback" not in r.stdout + r.stderr
+
+
+# ------------------------------------------------------------------ known-wrong submissions
+#: file -> (substring of the first failing case's error, names of cases that must pass)
+WRONG_CASES = {
+    # (a) the second syncthreads removed: a race, wherever K spans two or more 16-wide tiles
+    "race_no_second_sync.py": ("race: ", {"1x1x1", "2x3x1", "3x1x2"}),
+    # (b) no bounds check on the tail tile
+    "no_bounds_check.py": ("out-of-bounds: ", set()),
+    # (c) the tail of a tile left unwritten (no zero-fill) and read
+    "no_zero_fill.py": ("uninitialised-read: ", set()),
+    # (f) the stub
+    "stub.py": ("not implemented", set()),
+    # the product computed on the host
+    "host_loop.py": ("no kernel was launched", set()),
+    "host_then_copy.py": ("C must be computed on the device from A and B", None),
+    # a kernel the simulator runs but a GPU compiler rejects
+    "str_in_kernel.py": ("gpu-compile: ", set()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_CASES))
+def test_known_wrong_submission_fails_its_cases_for_the_stated_reason(name):
+    reason, must_pass = WRONG_CASES[name]
+    rep = grade("gemm-cuda", SUBS / name, run_performance=False)
+    assert not rep.passed
+    bad = failing(rep)
+    assert bad, rep.to_text()
+    assert reason in bad[0].error, rep.to_text()
+    assert all(reason in c.error or c.error.startswith("same") for c in bad), rep.to_text()
+    if must_pass is not None:
+        assert {c.case for c in rep.cases if c.passed} == must_pass, rep.to_text()
+    assert "Traceback" not in rep.to_text()
+
+
+def test_the_shells_sim_settings_do_not_reach_the_worker(monkeypatch):
+    """KERNELLAB_SIM_CHECKS=fast (no race detector, no counters) or the stock executor in the
+    caller's environment must not switch the grader's checks off."""
+    monkeypatch.setenv("KERNELLAB_SIM_CHECKS", "fast")
+    monkeypatch.setenv("KERNELLAB_SIM_EXECUTOR", "stock")
+    rep = grade("gemm-cuda", SUBS / "race_no_second_sync.py", run_performance=False)
+    assert "race: " in failing(rep)[0].error, rep.to_text()
+
+
+def test_race_report_names_both_threads_the_array_and_both_lines():
+    rep = grade("gemm-cuda", SUBS / "race_no_second_sync.py", run_performance=False)
+    err = failing(rep)[0].error
+    assert "shared array" in err and err.count("tid=") == 2 and err.count("at line") == 2, err
+    assert "no syncthreads() between them" in err
+
+
+def test_out_of_bounds_report_names_thread_array_and_index():
+    rep = grade("gemm-cuda", SUBS / "no_bounds_check.py", run_performance=False)
+    err = failing(rep)[0].error
+    assert "tid=" in err and "ctaid=" in err and "global access A[0, 1]" in err, err
+
+
+def test_calls_cupy_breaks_the_static_rules():
+    rep = grade("gemm-cuda", SUBS / "calls_cupy.py", run_performance=False)
+    assert not rep.passed and rep.score == 0
+    assert any("import of 'cupy' is not allowed" in s for s in rep.static), rep.static
+
+
+_MNK, _MN = lab.PERF_N ** 3, lab.PERF_N ** 2
+#: file -> (rule that must fail, rule that must pass or None, check of the two figures (speedup,
+#: % coalesced) the thresholds were set from: module docstring, README); every case must pass
+WRONG_SPEED = {
+    # (d) the A tile loaded with threadIdx.x walking down A's column: correct, uncoalesced
+    "uncoalesced_a_tile.py": (COALESCED, SPEED,
+                              lambda s, c: lab.MIN_MODELLED_SPEEDUP < s < 10.6 and c < 45),
+    # (e) the naive kernel handed in: fails both; its traffic is exactly chapter 2's v1 (loads:
+    # 8 B asked for per FMA in 33/32 sectors; stores: 4 B per element in a sector of its own)
+    "naive.py": (SPEED, None, lambda s, c: s == pytest.approx(1.0) and c == pytest.approx(
+        100 * (8 * _MNK + 4 * _MN) / (32 * (33 * _MNK / 32 + _MN)))),
+    # coalescing without shared-memory reuse (chapter 2's v2): 33/5 sectors fewer, not enough
+    "coalesced_no_shared.py": (SPEED, COALESCED,
+                               lambda s, c: s == pytest.approx(33 / 5, abs=0.05) and c == 100),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_SPEED))
+def test_known_wrong_submission_is_correct_but_fails_a_speed_rule(name):
+    must_fail, may_pass, figures = WRONG_SPEED[name]
+    rep = grade("gemm-cuda", SUBS / name)
+    assert all(c.passed for c in rep.cases), rep.to_text()
+    assert not rep.passed and rep.recheck is not None and rep.recheck.passed
+    assert not rule(rep, must_fail).passed, rep.to_text()
+    if may_pass:
+        assert rule(rep, may_pass).passed, rep.to_text()
+    else:
+        assert not rule(rep, COALESCED).passed and not rule(rep, SPEED).passed
+    assert rule(rep, BY_KERNELS).passed
+    assert figures(rule(rep, SPEED).measured, rule(rep, COALESCED).measured), rep.to_text()
+
+
+def test_host_only_copies_fail_the_timed_call_with_device_arrays(tmp_path):
+    """A gemm that only handles numpy arrays passes the cases but cannot be timed: the
+    performance phase passes device arrays, and says so."""
+    src = (OK / "explicit_copies_tile8.py").read_text()
+    src = src.replace("    on_host = isinstance(C, np.ndarray)\n", "    on_host = True\n")
+    p = tmp_path / "host_only.py"
+    p.write_text(src)
+    rep = grade("gemm-cuda", p)
+    assert all(c.passed for c in rep.cases), rep.to_text()
+    assert not rep.passed and "numba device arrays" in rep.performance_note, rep.to_text()
+
+
+# ------------------------------------------------------------------ honest styles pass
+@pytest.mark.parametrize("name", sorted(p.name for p in OK.glob("*.py")))
+def test_honest_styles_pass_everything(name):
+    rep = grade("gemm-cuda", OK / name)
+    assert rep.passed, rep.to_text()
+    assert rule(rep, SPEED).measured >= 1.1 * lab.MIN_MODELLED_SPEEDUP, rep.to_text()
+
+
+# ------------------------------------------------------------ thresholds from the model
+def _launch(version, n):
+    from kernellab.kernels.gemm_cuda import expected_counters, launch_config
+
+    (gx, gy), (bx, by) = launch_config(version, n, n, n)
+    return {"name": version, "grid": [gx, gy, 1], "block": [bx, by, 1],
+            "counters": {k: expected_counters(version, n, n, n).get(k, 0)
+                         for k in lab.LAUNCH_COUNTERS}}
+
+
+@pytest.mark.parametrize("n", [64, 256, 1024])
+def test_the_ladder_brackets_the_threshold_at_every_size(n):
+    """From chapter 2's analytic counters (no simulation): coalescing alone (v2) stays below
+    the threshold and a 16 x 16 shared tile (v3) above it, at any size that is a multiple of
+    the tiles, because each grid is counted as filling the GPU."""
+    flops = 2.0 * n ** 3
+    t = {v: lab.modelled_seconds([_launch(v, n)], flops)["seconds"] for v in ("v1", "v2", "v3",
+                                                                             "v4")}
+    s = {v: t["v1"] / t[v] for v in t}
+    assert s["v2"] == pytest.approx(33 / 5, rel=0.02)
+    assert s["v2"] < lab.MIN_MODELLED_SPEEDUP < s["v3"]
+    assert s["v3"] == pytest.approx(10.6, rel=0.02)
+    assert s["v4"] > s["v3"]
+
+
+def test_device_work_problem_and_coalesced_fraction():
+    launch = {"name": "k", "grid": [1, 1, 1], "block": [1, 1, 1],
+              "counters": dict.fromkeys(lab.LAUNCH_COUNTERS, 0)}
+    assert "no kernel was launched" in lab.device_work_problem([], 2, 2, 2)
+    launch["counters"].update(global_store_elements=3, dram_read_bytes=10 ** 6)
+    assert "fewer than the 4 of C" in lab.device_work_problem([launch], 2, 2, 2)
+    launch["counters"].update(global_store_elements=4, dram_read_bytes=31)
+    assert "fewer than the 32 of A and B" in lab.device_work_problem([launch], 2, 2, 2)
+    launch["counters"]["dram_read_bytes"] = 64
+    assert lab.device_work_problem([launch], 2, 2, 2) is None
+    assert lab.coalesced_fraction([launch]) == 0.0
+    launch["counters"].update(global_load_bytes=128, global_load_sectors=4)
+    assert lab.coalesced_fraction([launch]) == 1.0
+    launch["counters"].update(global_load_bytes=128, global_load_sectors=32)
+    assert lab.coalesced_fraction([launch]) == pytest.approx(0.125)
+    launch["counters"].update(global_load_bytes=4096, global_load_sectors=1)  # broadcast
+    assert lab.coalesced_fraction([launch]) == 1.0
+
+
+# ------------------------------------------------------- hazards across the worker boundary
+def test_sim_errors_cross_the_worker_boundary_with_kind_and_message():
+    from kernellab.sim.errors import (GPUCompileError, KernelError, OutOfBoundsError, RaceError,
+                                      UninitialisedReadError)
+
+    assert _describe_exception(RaceError("ctaid=(0, 0, 0): race on shared array s[1]"),
+                               "x.py", 0) == "race: ctaid=(0, 0, 0): race on shared array s[1]"
+    assert _describe_exception(OutOfBoundsError("A[0, 9]"), "x.py", 0).startswith("out-of-bounds")
+    assert _describe_exception(UninitialisedReadError("s[0]"), "x.py", 0).startswith(
+        "uninitialised-read: ")
+    multi = GPUCompileError("kernel 'k' runs on the simulator but ...:\nTypingError: str\n\nline 3")
+    assert _describe_exception(multi, "x.py", 0) == (
+        "gpu-compile: kernel 'k' runs on the simulator but ...: / TypingError: str / line 3")
+    try:
+        try:
+            raise NotImplementedError("write the kernel")
+        except NotImplementedError as inner:
+            raise KernelError("tid=(0, 0, 0): NotImplementedError: write the kernel") from inner
+    except KernelError as exc:
+        assert _describe_exception(exc, "x.py", 0) == "not implemented: write the kernel"
+
+
+# ---------------------------------------------------------------------------- static rules
+def test_static_rules_allow_numba_cuda_and_close_its_back_doors():
+    from grader.static_check import check_source
+
+    spec = lab.GemmCUDA()
+
+    def findings(src):
+        return [str(f) for f in check_source(src, allowed_imports=spec.allowed_imports,
+                                             banned_names=spec.banned_names,
+                                             allowed_submodules=spec.allowed_submodules)]
+
+    assert findings((OK / "padded_transposed.py").read_text()) == []
+    assert findings("from numba import cuda, float32, types\nimport numba.cuda\n") == []
+    for src, needle in [
+        ("from numba import cuda\nk = cuda.simulator.kernel", "'simulator'"),
+        ("from numba import cuda\nd = cuda.cudadrv.driver", "'cudadrv'"),
+        ("from numba import cuda\nk = cuda.kernelapi", "'kernelapi'"),
+        ("from numba.cuda import libdevice", "'libdevice'"),
+        ("from kernellab.kernels.gemm_cuda import gemm_v3", "course's own code"),
+        ("import numba\nf = numba.cuda.gemm_v1", "'gemm_v1'"),
+    ]:
+        got = " ".join(findings(src))
+        assert needle in got, (src, got)
+
+
+# ------------------------------------------------- the gpu-tier code path, on the simulator
+def test_gpu_tier_measurement_runs_on_the_simulator_with_a_wall_clock(tmp_path):
+    from kernellab import notebook
+
+    ns: dict = {}
+    exec(compile(notebook.submission_source(SOLUTION), str(SOLUTION), "exec"), ns)
+
+    def fake_cublas(dA, dB, dC):
+        dC.copy_to_device(np.matmul(dA.copy_to_host(), dB.copy_to_host()))
+
+    spec = lab.GemmCUDA()
+    plan = {"tier": "gpu", "n": 24, "rounds": 2}
+    m = spec.measure({"gemm": ns["gemm"]}, plan, tmp_path, clock="wall", cublas=fake_cublas)
+    assert m["tier"] == "gpu" and m["clock"] == "wall" and len(m["speedup_naive"]) == 2
+    rules = spec.perf_rules(json.loads(json.dumps(m)))  # what crosses the worker boundary
+    assert [r.name for r in rules] == ["measured speedup over the naive kernel",
+                                       "fastest timed call is plausible"]
+    assert "of cupy.matmul" in rules[0].detail
+    after = recheck(spec, plan, m["recheck"], tmp_path)
+    assert after.passed, after.error
+    assert m["recheck"]["checked_calls"] == plan["rounds"] and m["recheck"]["wrong_calls"] == 0
+
+
+def test_gpu_rules_flag_a_call_faster_than_cublas_allows():
+    spec = lab.GemmCUDA()
+    base = {"tier": "gpu", "n": 2048, "speedup_naive": [9.0] * 5, "gflops_naive": [300.0] * 5,
+            "gflops_cublas": [20000.0] * 5, "peak_gflops": 66900.0, "peak_formula": "test"}
+    honest = spec.perf_rules({**base, "gflops": [2700.0] * 5})
+    assert all(r.passed for r in honest)
+    assert "13.5% of cupy.matmul" in honest[0].detail and "of the FP32 peak" in honest[0].detail
+    cheat = spec.perf_rules({**base, "gflops": [2700.0] * 4 + [10 ** 6]})
+    gate = cheat[1]
+    assert not gate.passed and not gate.scored
+    slow = spec.perf_rules({**base, "gflops": [500.0] * 5, "speedup_naive": [1.7] * 5})
+    assert not slow[0].passed
+    no_cupy = spec.perf_rules({**base, "gflops": [2700.0] * 5, "gflops_cublas": None,
+                               "peak_gflops": None})
+    assert [r.name for r in no_cupy] == ["measured speedup over the naive kernel"]
+
+
+def test_hidden_cases_are_bounded_by_the_simulators_cost():
+    from grader.spec import HiddenCases
+
+    spec = lab.GemmCUDA()
+    with pytest.raises(ValueError, match="M\\*N\\*K <="):
+        spec.cases(HiddenCases(cases=[{"M": 300, "N": 300, "K": 300}]))
+    got = spec.cases(HiddenCases(seed=5))
+    assert sum(c.hidden for c in got) == 4
+    assert all(c.params["M"] * c.params["N"] * c.params["K"] <= lab.MAX_HIDDEN_MNK for c in got)
