@@ -36,10 +36,13 @@ def _make_dp4a():
         def codegen(context, builder, signature, args):
             i32 = ir.IntType(32)
             vals = []
-            for v in args:
+            for v, t in zip(args, signature.args):
                 w = v.type.width
-                vals.append(builder.trunc(v, i32) if w > 32 else
-                            builder.sext(v, i32) if w < 32 else v)
+                if w > 32:
+                    v = builder.trunc(v, i32)
+                elif w < 32:       # widen by the operand's own signedness
+                    v = builder.sext(v, i32) if t.signed else builder.zext(v, i32)
+                vals.append(v)
             fnty = ir.FunctionType(i32, [i32, i32, i32])
             return builder.call(ir.InlineAsm(fnty, asm_text, "=r,r,r,r"), vals)
 

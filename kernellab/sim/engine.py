@@ -58,10 +58,23 @@ How a launch runs
   ``STALE_SLICES`` slices in a row, or a launch running longer than ``watchdog_s`` seconds of
   wall-clock, raises :class:`~kernellab.sim.errors.StuckKernelError` naming the threads and lines.
 
-What it does not do: it does not model timing or memory ordering weaker than sequential
-consistency (a racy kernel may give the right answer here; the race detector is what catches
-it), fp16/bf16 intrinsics beyond the stock simulator's, cooperative-grid sync across blocks,
-or ``threading.local`` per thread.
+What it does not do, or does differently:
+
+* no timing, and no memory ordering weaker than sequential consistency (a racy kernel may give
+  the right answer here; the race detector is what catches it);
+* negative indices are errors, as the issue asks and as CUDA C++ would read before the array;
+  numba-cuda on a GPU wraps them like Python, so ``a[-1]`` that "works" there fails here;
+* races between an atomic and a plain access are checked within a block, not across blocks;
+  views of dynamic shared memory with different dtypes are separate arrays to the checks;
+* a ``syncthreads`` is identified by its innermost call site: one device function holding the
+  barrier, called from two divergent branches, is not reported as divergent;
+* with ``checks="fast"`` nothing is logged, so a thread spinning on another thread's plain
+  store never yields: only the wall-clock watchdog stops it;
+* record (structured) arrays run on the stock executor (no checks, no counters);
+* fp16/bf16 intrinsics beyond the stock simulator's, cooperative-grid sync across blocks and
+  ``threading.local`` per thread are not provided;
+* the pairwise race check is Python: kernels with many ``__syncwarp``-ordered exchanges on one
+  address within a barrier interval analyse slowly (the common tiled kernels do not).
 """
 
 from __future__ import annotations
@@ -71,6 +84,7 @@ from array import array as _array
 import dis
 import functools
 import inspect
+import operator
 import os
 import random
 import signal
@@ -106,10 +120,13 @@ BANK_BYTES = 4
 SLICE = 1 << 20            # a thread's log entries (2 an access) before a forced switch
 BLOCK_CAP = 1 << 23        # logged accesses kept before an analysis (8 bytes each)
 STALE_SLICES = 4
+MEMO_ENTRIES = 32         # distinct per-block shared-memory logs remembered a launch
+SPIN_ADDRESSES = 64       # a slice re-reading at most this many addresses is a spin-wait
 ALIGN = 256
 INT_POISON = 0xCD
 
 _getframe = sys._getframe
+_index = operator.index
 
 # ----------------------------------------------------------------------------------------
 # Options
@@ -236,10 +253,15 @@ class _Root:
         self.first = None       # mode 2: first access to each element (block, tid, site, write)
 
 
-# A log entry is one int: (array id << 37) | (is_write << 36) | element offset.
-OFF_BITS = 36
-WRITE_BIT = 1 << OFF_BITS
-AID_SHIFT = OFF_BITS + 1
+# A log entry is one int: (array id << 37) | (is_write << 36) | (is_atomic << 35) | element
+# offset. An atomic is logged as a write with the atomic bit.
+OFF_BITS = 35
+OFF_MASK = (1 << OFF_BITS) - 1
+ATOMIC_BIT = 1 << OFF_BITS
+W_SHIFT = OFF_BITS + 1
+WRITE_BIT = 1 << W_SHIFT
+AID_SHIFT = W_SHIFT + 1
+_STORE_BITS = WRITE_BIT | ATOMIC_BIT
 
 
 def _site(f):
@@ -302,10 +324,14 @@ class SimArray:
         if not isinstance(idx, tuple):
             idx = (idx,)
         if len(idx) != self.ndim:
-            if all(isinstance(i, (int, np.integer)) for i in idx):
+            if len(idx) > self.ndim and all(isinstance(i, (int, np.integer)) for i in idx):
                 raise OutOfBoundsError(
                     f"{_where()}: array {self._root.name} has {self.ndim} dimension(s), "
                     f"indexed with {len(idx)} index(es) {idx!r} (line {f.f_lineno})")
+            for i, n in zip(idx, self.shape):      # a row view A[i]: check what is given
+                if (isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
+                        and not 0 <= i < n):
+                    raise self._oob(idx, f)
             return None
         off = 0
         for i, n, s in zip(idx, self.shape, self._st):
@@ -442,9 +468,13 @@ _LOG_SITE = """            log = _log
             if len(log) > SLICE:
                 _slice()"""
 _DIMS = {
-    1: dict(args="i", unpack="pass", bounds="0 <= i < self._n0", idx="i",
-            notbool=" and i.__class__ is not bool", rel="i * self._s0"),
-    2: dict(args="idx", unpack="i, j = idx", bounds="0 <= i < self._n0 and 0 <= j < self._n1",
+    # a numpy integer index (np.int32 from an int32 array...) becomes a Python int first: under
+    # numpy 2's promotion rules np.int32 arithmetic with the log key would overflow int32
+    1: dict(args="i", unpack="i = i if i.__class__ is int else _index(i)",
+            bounds="0 <= i < self._n0", idx="i", notbool="", rel="i * self._s0"),
+    2: dict(args="idx", unpack=("i, j = idx\n            i = i if i.__class__ is int else "
+                                "_index(i)\n            j = j if j.__class__ is int else _index(j)"),
+            bounds="0 <= i < self._n0 and 0 <= j < self._n1",
             idx="idx", notbool="", rel="i * self._s0 + j * self._s1"),
 }
 _FAST = {}
@@ -514,13 +544,22 @@ class _Atomic:
         idx = _flat_index(array, index)
         a = array._a if isinstance(array, SimArray) else array
         if isinstance(array, SimArray):
-            if array._offset(idx, _getframe(2)) is None:
+            f = _getframe(2)
+            off = array._offset(idx, f)
+            if off is None:
                 raise OutOfBoundsError(f"{_where()}: unsupported atomic index {index!r}")
+            if _mode:      # logged as a write with the atomic bit: races with plain accesses
+                _log.append(array._kw + off + ATOMIC_BIT)
+                if _mode == 2:
+                    _slog.append(f.f_lasti if f.f_code is _kcode else _site(f))
         old = a[idx]
         new = fn(old)
         changed = not (new == old or (new != new and old != old))
         if changed:
-            a[idx] = new
+            try:
+                a[idx] = new
+            except OverflowError:
+                a[idx] = _narrow(new, a.dtype)
         _launch.counters["atomics"] += 1
         _yield("atomic", changed)
         return old
@@ -765,6 +804,9 @@ class _Launch:
         self.pending = 0
         self.isz_by_aid = self.base_by_aid = self.isg_by_aid = None
         self.segs = []
+        self.wevents = {}       # __syncwarp event id -> lane mask (thread wep = last event)
+        self.nwevents = 0
+        self.block_event0 = 0
         self.mark_segs = 0
         self.log_marks = {}
         self.epoch = 0
@@ -775,26 +817,67 @@ class _Launch:
 
     # -- memory
     def global_root(self, name, arr):
-        base = ALIGN * (1 << 24) * (1 + len(self.groots))
-        root = _Root(name, "g", arr, base, len(self.roots))
-        self.roots.append(root)
-        self.groots.append(root)
-        nsec = (arr.size * arr.itemsize + SECTOR - 1) // SECTOR + 1
-        root.dram_r = np.zeros(nsec, np.bool_)
-        root.dram_w = np.zeros(nsec, np.bool_)
-        root.wowner = np.full(arr.size, -1, np.int32)
-        root.rowner = np.full(arr.size, -1, np.int32)
-        return _wrap(arr, root, 0)
+        """Wrap kernel argument ``arr``. The allocation it lives in is the *root*: a view of a
+        contiguous array (a column ``A[:, 1]``, ``d[::2]``, a transposed matrix) gets a root
+        over that array, so addresses, races and sectors are those of the real memory; two
+        arguments in one allocation share it (an in-place stencil ``k(d, d)`` is race-checked).
+        """
+        base_arr = arr
+        while isinstance(base_arr.base, np.ndarray):
+            base_arr = base_arr.base
+        if not (base_arr.flags.c_contiguous and base_arr.dtype == arr.dtype
+                and np.shares_memory(arr, base_arr)):
+            base_arr = arr if arr.flags.c_contiguous else None
+        if base_arr is None:
+            # an odd view (another dtype, a non-contiguous owner): address it in its own
+            # C-order element space; races and counters still see each element once
+            base_arr = np.ascontiguousarray(arr)
+            logical = True
+        else:
+            logical = False
+        for root in self.groots:
+            if root.arr is base_arr and not logical:
+                break
+        else:
+            base = ALIGN * (1 << 24) * (1 + len(self.groots))
+            root = _Root(name, "g", base_arr, base, len(self.roots))
+            self.roots.append(root)
+            self.groots.append(root)
+            nsec = (base_arr.size * base_arr.itemsize + SECTOR - 1) // SECTOR + 1
+            root.dram_r = np.zeros(nsec, np.bool_)
+            root.dram_w = np.zeros(nsec, np.bool_)
+            root.wowner = np.full(base_arr.size, -1, np.int32)
+            root.rowner = np.full(base_arr.size, -1, np.int32)
+        if logical:
+            if arr is not base_arr:
+                root.arr = arr             # reads and writes go to the caller's array
+                root.flat = None
+            return SimArray(arr, root, 0, tuple(
+                int(np.prod(arr.shape[k + 1:])) for k in range(arr.ndim)))
+        off0 = ((arr.__array_interface__["data"][0]
+                 - base_arr.__array_interface__["data"][0]) // arr.itemsize)
+        return _wrap(arr, root, off0)
 
     def shared_array(self, shape, dtype, frame):
         if isinstance(dtype, _nbtypes.Type):
             dtype = _npsupport.as_dtype(dtype)
         dtype = np.dtype(dtype)
         if shape == 0:
+            # one buffer a block (bytes 0xFF: NaN for every float width), one view per dtype;
+            # views of different dtypes are separate arrays to the race and uninitialised-read
+            # checks
             if self.dyn is None:
-                count = self.dynshared_size // dtype.itemsize
-                self.dyn = self._new_shared("dynamic_shared", _poisoned(count, dtype))
-            return self.dyn
+                self.dyn = {"bytes": np.full(self.dynshared_size, 0xFF, np.uint8)}
+            view = self.dyn.get(dtype)
+            if view is None:
+                raw = self.dyn["bytes"]
+                arr = raw[:len(raw) // dtype.itemsize * dtype.itemsize].view(dtype)
+                view = self.dyn[dtype] = self._new_shared(f"dynamic_shared[{dtype}]", arr)
+                if len(self.dyn) > 2:
+                    for other in self.dyn.values():
+                        if isinstance(other, SimArray):
+                            other._root.written[:] = True   # set through another dtype
+            return view
         # one buffer per call site and block (code object + instruction offset: two
         # allocations on one source line are two arrays, unlike the stock simulator)
         # (CPython's specialising interpreter may report one call site at two offsets)
@@ -858,11 +941,12 @@ class _Launch:
             t.slog = _new_log()
 
     def stored_since_mark(self, threads):
-        """True when any thread logged a store since the previous call (the watchdog's test
-        of progress at a forced switch); then moves the mark."""
+        """True when any thread logged a plain store since the previous call (the watchdog's
+        test of progress at a forced switch; atomics report their own progress); then moves
+        the mark."""
         found = False
         for sg in self.segs[self.mark_segs:]:
-            if (np.frombuffer(sg[4], np.int64) & WRITE_BIT).any():
+            if ((np.frombuffer(sg[4], np.int64) & _STORE_BITS) == WRITE_BIT).any():
                 found = True
                 break
         marks = self.log_marks
@@ -871,7 +955,7 @@ class _Launch:
             m = marks.get(t.tid)
             start = m[1] if m is not None and m[0] is lg else 0
             if not found and len(lg) > start and (
-                    np.frombuffer(lg, np.int64)[start:] & WRITE_BIT).any():
+                    (np.frombuffer(lg, np.int64)[start:] & _STORE_BITS) == WRITE_BIT).any():
                 found = True
             marks[t.tid] = (lg, len(lg))
         self.mark_segs = len(self.segs)
@@ -907,8 +991,8 @@ class _Launch:
             self.trace_roots = list(self.roots)
         isg = self.isg_by_aid[key >> AID_SHIFT]
         parts = []
-        if isg.all() or not (~isg).any():
-            parts.append((None, isg.all()))
+        if isg.all() or not isg.any():
+            parts.append((None, bool(isg.all())))
         else:
             parts = [(np.flatnonzero(isg), True), (np.flatnonzero(~isg), False)]
         whole_block = self.block_start_flush and len(segs) and not self.block_open
@@ -924,7 +1008,8 @@ class _Launch:
                 # A block's shared memory starts fresh, so the analysis of its shared
                 # accesses depends only on this log: blocks with identical logs (the usual
                 # case: data-independent indexing) reuse the first one's result, exactly.
-                meta_ = (e << 32) | (w << 10) | t
+                w_rel = np.where(w > self.block_event0, w - self.block_event0, 0)
+                meta_ = (e << 32) | (w_rel << 10) | t
                 shapes = tuple((r.itemsize, r.shape) for r in self.block_roots)
                 memo_key = (len(k), int(k.sum()), int((k * meta_).sum()), shapes)
                 hit = self.memo.get(memo_key)
@@ -940,10 +1025,12 @@ class _Launch:
             if not glob:
                 self._uninitialised(k, t, b, e, st)
             if memo_key is not None:
+                if len(self.memo) >= MEMO_ENTRIES:
+                    self.memo.pop(next(iter(self.memo)))
                 self.memo[memo_key] = memo_arrays + (
                     {n_: self.counters[n_] - before[n_] for n_ in SHARED_KEYS},)
         self.block_start_flush = False
-        return bool(((key >> OFF_BITS) & 1).any())
+        return bool(((key >> W_SHIFT) & 1).any())
 
     def _count(self, key, tid, blin, iv, site):
         """Traffic counters. An access's warp-level request is (array, load/store, barrier
@@ -951,7 +1038,7 @@ class _Launch:
         the lanes of a warp run one instruction stream, so their n-th accesses are one
         instruction."""
         c = self.counters
-        ak = key >> OFF_BITS                      # array id * 2 + is_write
+        ak = key >> W_SHIFT                      # array id * 2 + is_write
         niv = int(iv.max()) + 1
         uak_iv, akiv = _dense(ak * niv + iv)
         g = (akiv << 10) | tid
@@ -965,7 +1052,7 @@ class _Launch:
         ureq, rinv = _dense(req)
         req_ak = (uak_iv // niv)[ureq >> 31]
         aid = ak >> 1
-        off = key & (WRITE_BIT - 1)
+        off = key & OFF_MASK
         isz = self.isz_by_aid[aid]
         addr = self.base_by_aid[aid] + off * isz
         isg = self.isg_by_aid[aid]
@@ -979,7 +1066,7 @@ class _Launch:
                                    (gr << 34) | ((ga + gi - 1) // SECTOR)])
             cost += np.bincount(req_ak[secs >> 34], minlength=nak)
             gaid = aid[isg]
-            gw = ((key[isg] >> OFF_BITS) & 1).astype(np.bool_)
+            gw = ((key[isg] >> W_SHIFT) & 1).astype(np.bool_)
             for root in self.groots:
                 m = gaid == root.aid
                 if not m.any():
@@ -1042,8 +1129,8 @@ class _Launch:
         if not sh.any():
             return
         idx = np.flatnonzero(sh)
-        addr_id = key[idx] & ~WRITE_BIT
-        w = ((key[idx] >> OFF_BITS) & 1).astype(np.bool_)
+        addr_id = key[idx] & ~(WRITE_BIT | ATOMIC_BIT)
+        w = ((key[idx] >> W_SHIFT) & 1).astype(np.bool_)
         ua, ad = _dense(addr_id)
         big = np.iinfo(np.int64).max
         # order of the accesses: barrier interval first, then position in the log (a thread's
@@ -1066,7 +1153,7 @@ class _Launch:
         np.maximum.at(hi, winv, th[w])
         prev = np.zeros(len(ua), np.bool_)
         ua_aid = ua >> AID_SHIFT
-        ua_off = ua & (WRITE_BIT - 1)
+        ua_off = ua & OFF_MASK
         for a in np.unique(ua_aid).tolist():
             root = self.roots[a]
             m = ua_aid == a
@@ -1094,8 +1181,9 @@ class _Launch:
                 "fills it with NaN / bytes 0xCD)")
 
     def _races(self, key, tid, blin, iv, wep, site):
-        addr_id = key & ~WRITE_BIT               # array id and offset, without the write bit
-        isw = ((key >> OFF_BITS) & 1).astype(np.bool_)
+        addr_id = key & ~(WRITE_BIT | ATOMIC_BIT)   # array id and offset
+        isw = ((key >> W_SHIFT) & 1).astype(np.bool_)
+        isa = ((key >> OFF_BITS) & 1).astype(np.bool_)
         if isw.any():
             # (address, interval) pairs touched by two or more threads, at least one writing
             ua, ad = _dense(addr_id)
@@ -1106,16 +1194,21 @@ class _Launch:
             multi = q[1:][q[1:] == q[:-1]]
             if len(multi):
                 cand = np.intersect1d(multi, adiv[isw])
+                if isa.any():       # two atomics never race: a race needs a plain access
+                    cand = np.intersect1d(cand, adiv[~isa])
                 if len(cand):
-                    self._check_candidates(cand, adiv, addr_id, tid, blin, wep, site, isw)
+                    self._check_candidates(cand, adiv, addr_id, tid, blin, wep, site, isw,
+                                           isa)
         # across blocks: blocks are unordered, so an address one block writes must not be
         # touched by another block of the same launch
         aid = addr_id >> AID_SHIFT
         for root in self.groots:
-            m = np.flatnonzero(aid == root.aid)
+            # (atomics from several blocks on one address are the point of atomics; an atomic
+            # against another block's plain access is not checked across blocks)
+            m = np.flatnonzero((aid == root.aid) & ~isa)
             if not len(m):
                 continue
-            off = addr_id[m] & (WRITE_BIT - 1)
+            off = addr_id[m] & OFF_MASK
             w = isw[m]
             b = blin[m]
             uo, inv = _dense(off)
@@ -1162,7 +1255,7 @@ class _Launch:
                 root.first[uo[new]] = np.stack([blin[gk], tid[gk], site[gk],
                                                 isw[gk].astype(np.int64)], axis=1)
 
-    def _check_candidates(self, cand, adiv, addr_id, tid, blin, wep, site, isw):
+    def _check_candidates(self, cand, adiv, addr_id, tid, blin, wep, site, isw, isa=None):
         sel = np.flatnonzero(np.isin(adiv, cand))
         sel = sel[np.argsort(adiv[sel], kind="stable")]
         groups = {}
@@ -1179,14 +1272,21 @@ class _Launch:
                     t2 = int(tid[k2])
                     if t1 == t2:
                         continue
-                    if t1 // WARP == t2 // WARP and e1 != int(wep[k2]):
-                        continue      # ordered by a __syncwarp of their warp
+                    if isa is not None and isa[k1] and isa[k2]:
+                        continue      # two atomics
+                    e2 = int(wep[k2])
+                    if t1 // WARP == t2 // WARP and e1 != e2:
+                        # ordered if the later of the two threads' __syncwarp events named
+                        # both lanes
+                        m = self.wevents.get(max(e1, e2), 0)
+                        if (m >> (t1 % WARP)) & 1 and (m >> (t2 % WARP)) & 1:
+                            continue
                     if _mode != 2:
                         raise _NeedDetail()
                     a = int(addr_id[k1])
                     root = self.roots[a >> AID_SHIFT]
                     sp = "global" if root.space == "g" else "shared"
-                    self._race(root, sp, a & (WRITE_BIT - 1), (t1, w1, site[k1]),
+                    self._race(root, sp, a & OFF_MASK, (t1, w1, site[k1]),
                                (t2, w2, site[k2]), int(blin[k1]))
 
     def _race(self, root, sp, off, a1, a2, blin):
@@ -1351,11 +1451,11 @@ def _build_trace(launch, parts):
     req = np.concatenate([p[3] for p in parts])
     out = np.zeros(len(key), TRACE_DTYPE)
     aid = key >> AID_SHIFT
-    off = key & (WRITE_BIT - 1)
+    off = key & OFF_MASK
     roots = launch.trace_roots
     out["space"] = [roots[a].space for a in aid.tolist()]
     out["array"] = [roots[a].name for a in aid.tolist()]
-    out["kind"] = np.where((key >> OFF_BITS) & 1, "w", "r")
+    out["kind"] = np.where((key >> W_SHIFT) & 1, "w", "r")
     out["tid"] = tid
     out["warp"] = tid // WARP
     out["lane"] = tid % WARP
@@ -1390,6 +1490,7 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
     launch.epoch = 0
     launch.block_start_flush = True
     launch.block_open = True
+    launch.block_event0 = launch.nwevents
     launch.shared_bytes = 0
     launch.shared_bytes_used = 0
     launch.dyn = None
@@ -1461,6 +1562,7 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
                 t.state = 3
                 live -= 1
                 progress = True
+                stale = 0
                 wq = warp_wait.get(t.warp)
                 if wq:
                     _warp_progress(launch, threads, wq, runq, exited=t)
@@ -1476,9 +1578,14 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
                 t.resume = None
                 runq.append(t)
                 if why == "slice":
-                    # progress since the last slice: a store in any log, a barrier, an exit
+                    # progress since the last slice: a store in any log, a barrier, an exit,
+                    # or a thread that walks through memory (a long loop of loads) rather than
+                    # re-reading a few addresses (a spin-wait)
                     launch.close(t)
                     if launch.stored_since_mark(threads):
+                        progress = True
+                    seg = np.frombuffer(launch.segs[-1][4], np.int64) if launch.segs else None
+                    if seg is not None and len(_uniq(seg[-4096:])) > SPIN_ADDRESSES:
                         progress = True
                     if progress:
                         stale = 0
@@ -1494,7 +1601,11 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
                     else:
                         stale += 1
                         if stale >= SLICE:
-                            _stuck(launch, threads, "only retried atomics that changed nothing")
+                            if launch.stored_since_mark(threads):
+                                stale = 0
+                            else:
+                                _stuck(launch, threads,
+                                       "only retried atomics that changed nothing")
         if live == 0:
             break
         if any(warp_wait.values()):
@@ -1620,7 +1731,12 @@ def _warp_progress(launch, threads, wq, runq, exited=None, drain=False):
         state[u.lane] = u.wait[1]
     groups = {}
     for u in wq:
-        groups.setdefault(id(u.wait[1]) if u.wait[1] is ACTIVE else u.wait[1], []).append(u)
+        if u.wait[1] is ACTIVE:     # one activemask() collective per call site
+            code, lasti = u.wait[4]
+            key = ("active", code, _instr_start(code, lasti))
+        else:
+            key = u.wait[1]
+        groups.setdefault(key, []).append(u)
     for key, group in groups.items():
         mask = group[0].wait[1]
         if mask is ACTIVE:
@@ -1685,9 +1801,12 @@ def _complete_group(launch, wq, mask, runq):
     if op == "activemask":
         results = dict.fromkeys(by_lane, np.uint32(mask))     # numba-cuda: uint32
     elif op == "syncwarp":
+        launch.nwevents += 1
+        eid = launch.nwevents
+        launch.wevents[eid] = mask
         for u in wq:
             launch.close(u)
-            u.wep += 1
+            u.wep = eid
         c["warp_syncs"] += 1
         results = dict.fromkeys(by_lane)
     elif op.startswith("shfl"):
@@ -1967,7 +2086,7 @@ def install():
     @functools.wraps(_stock_call)
     def __call__(self, *args):
         if (self._device or _simkernel._kernel_context is not None
-                or _OPTS["executor"] == "stock" or self.extensions):
+                or _OPTS["executor"] == "stock" or self.extensions or _has_records(args)):
             return _stock_call(self, *args)
         launch(self, args)
 
@@ -1980,6 +2099,19 @@ def install():
                "activemask", "lanemask_lt", "dp4a"):
         if not hasattr(_cuda, nm):
             setattr(_cuda, nm, _outside_kernel(nm))
+
+
+def _has_records(args):
+    """Structured (record) arrays and scalars: the stock simulator's ``a[i].x`` attribute
+    access is not reproduced by :class:`SimArray`, so such launches run on the stock executor
+    (without the sim tier's checks and counters)."""
+    for a in args:
+        if isinstance(a, np.void):
+            return True
+        dt = getattr(a, "dtype", None)
+        if dt is not None and getattr(dt, "names", None):
+            return True
+    return False
 
 
 def _outside_kernel(nm):

@@ -842,6 +842,9 @@ def _versions() -> tuple:
                 out.append(f"{name}={md.version(name)}")
             except md.PackageNotFoundError:
                 out.append(f"{name}=?")
+        # the intrinsics the helper installs (kernellab.cuda_ext) are part of the compiler
+        ext = Path(__file__).resolve().parent.parent / "cuda_ext.py"
+        out.append("cuda_ext=" + hashlib.sha256(ext.read_bytes()).hexdigest()[:16])
         _versions_cache.append(tuple(out))
     return _versions_cache[0]
 
