@@ -1656,3 +1656,485 @@ def test_trace_holds_the_first_blocks_accesses_with_lines():
         if space == "g":
             assert base[0] % 256 == 0
     assert run(k_trace, 2, 32, x, out).trace is None
+
+
+# ------------------------------------------------------------------------------------------
+# regressions from the engine review (repros in the review's b1..b19 scripts): numpy integer
+# indices, shared-only blocks, row / strided / column views, aliased arguments, activemask and
+# syncwarp masks, atomics in the log, dynamic shared memory by dtype, the stale-slice watchdog,
+# record arrays, dp4a on narrow unsigned operands
+
+
+@cuda.jit
+def k_gather(idx, x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        j = idx[i]                   # a numpy integer of idx's dtype
+        out[i] = x[j]
+
+
+@pytest.mark.parametrize("checks", ["full", "fast"])
+@pytest.mark.parametrize("dt", [np.int32, np.uint8, np.int16, np.int64, np.uint32])
+def test_numpy_integer_index_gather(dt, checks):
+    rng = np.random.default_rng(20)
+    x = (np.arange(200, dtype=np.float32) * 10 + 1)
+    idx = rng.permutation(200)[:64].astype(dt)
+    out = np.zeros(64, np.float32)
+    run(k_gather, 2, 32, idx, x, out, checks=checks)
+    np.testing.assert_array_equal(out, x[idx.astype(np.int64)])
+
+
+@cuda.jit
+def k_hist_u8(img, out, bins):
+    h = cuda.shared.array(256, int32)
+    t = cuda.threadIdx.x
+    if t < 256:
+        h[t] = 0
+    cuda.syncthreads()
+    v = img[cuda.grid(1)]                # numpy uint8
+    cuda.atomic.add(h, v, 1)
+    cuda.syncthreads()
+    out[cuda.grid(1)] = h[v]             # plain shared read with a uint8 index
+    if t < 256:
+        cuda.atomic.add(bins, t, h[t])
+
+
+@pytest.mark.parametrize("checks", ["full", "fast"])
+def test_shared_histogram_indexed_by_uint8(checks):
+    img = (np.arange(512) % 7 * 37 % 256).astype(np.uint8)
+    out = np.zeros(512, np.int32)
+    bins = np.zeros(256, np.int32)
+    run(k_hist_u8, 2, 256, img, out, bins, checks=checks)
+    per_block = [np.bincount(img[b * 256:(b + 1) * 256], minlength=256) for b in range(2)]
+    np.testing.assert_array_equal(out, np.concatenate(
+        [per_block[b][img[b * 256:(b + 1) * 256]] for b in range(2)]))
+    np.testing.assert_array_equal(bins, np.bincount(img, minlength=256))
+
+
+@cuda.jit
+def k_int16_row(A, rows, out):
+    t = cuda.threadIdx.x
+    r = rows[t]                          # numpy int16: r * A.shape[1] must not wrap in 16 bits
+    out[t] = A[r, 5]
+
+
+@pytest.mark.parametrize("checks", ["full", "fast"])
+def test_int16_row_index_does_not_wrap(checks):
+    A = np.arange(300 * 200, dtype=np.float32).reshape(300, 200)
+    rows = np.array([200, 299, 0, 164, 250, 1, 2, 3], np.int16)
+    out = np.zeros(8, np.float32)
+    run(k_int16_row, 1, 8, A, rows, out, checks=checks)
+    np.testing.assert_array_equal(out, A[rows.astype(np.int64), 5])
+
+
+@cuda.jit
+def k_shared_only_block(out, n):
+    s = cuda.shared.array(32, float32)
+    t = cuda.threadIdx.x
+    s[t] = t
+    cuda.syncthreads()
+    v = s[31 - t]
+    i = cuda.grid(1)
+    if i < n:                            # blocks past n touch shared memory only
+        out[i] = v
+
+
+@pytest.mark.parametrize("checks", ["full", "fast"])
+def test_a_block_touching_only_shared_memory_works(checks):
+    out = np.zeros(32, np.float32)
+    st = run(k_shared_only_block, 3, 32, out, 32, checks=checks)
+    np.testing.assert_array_equal(out, np.arange(32, dtype=np.float32)[::-1])
+    assert st.counters["blocks"] == 3
+    if checks == "full":
+        assert st.counters["shared_load_requests"] == 3
+        assert st.counters["global_store_requests"] == 1
+
+
+@cuda.jit
+def k_row_view(A, out, bad):
+    i = cuda.threadIdx.x
+    r = bad if i == 2 else i
+    row = A[r]  # @rowview
+    out[i] = row[0] + row[1]
+
+
+@cuda.jit
+def k_row_view_store(A, out):
+    i = cuda.threadIdx.x
+    src = A[i]
+    dst = out[i]
+    dst[0] = src[1]
+    dst[1] = src[0]
+
+
+def test_row_view_of_a_2d_argument():
+    A = np.arange(8, dtype=np.float32).reshape(4, 2)
+    out = np.zeros(4, np.float32)
+    run(k_row_view, 1, 4, A, out, 2)
+    np.testing.assert_array_equal(out, A[:, 0] + A[:, 1])
+    o2 = np.zeros((4, 2), np.float32)
+    run(k_row_view_store, 1, 4, A, o2)
+    np.testing.assert_array_equal(o2, A[:, ::-1])
+
+
+@pytest.mark.parametrize("bad", [4, -1])
+def test_row_view_with_a_bad_row_index_is_out_of_bounds(bad):
+    A = np.arange(8, dtype=np.float32).reshape(4, 2)
+    out = np.zeros(4, np.float32)
+    msg = fails(OutOfBoundsError, "out-of-bounds", k_row_view, 1, 4, A, out, bad)
+    assert "tid=(2, 0, 0)" in msg and f"line {line('rowview')}" in msg, msg
+
+
+@cuda.jit
+def k_double(a, out):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        out[i] = a[i] * 2
+
+
+@cuda.jit
+def k_scale_inplace(col, f):
+    i = cuda.grid(1)
+    if i < col.shape[0]:
+        col[i] *= f
+
+
+@pytest.mark.parametrize("view", ["[::2]", "[::-1]", "[3:14:3]", "[::-2]"])
+def test_strided_and_reversed_device_views(view):
+    x = np.arange(16, dtype=np.float32) + 1
+    sel = eval("x" + view)
+    results = []
+    for how in ("engine", "stock"):
+        d = cuda.to_device(x)
+        v = eval("d" + view)
+        out = np.zeros(v.shape[0], np.float32)
+        if how == "engine":
+            run(k_double, 1, 32, v, out)
+        else:
+            stock(k_double, 1, 32, v, out)
+        results.append(out)
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], sel * 2)
+
+
+def test_column_view_of_a_device_matrix_in_place():
+    A = np.arange(32, dtype=np.float32).reshape(8, 4) + 1
+    results = []
+    for how in ("engine", "stock"):
+        dA = cuda.to_device(A)
+        if how == "engine":
+            run(k_scale_inplace, 1, 8, dA[:, 1], np.float32(2.0))
+        else:
+            stock(k_scale_inplace, 1, 8, dA[:, 1], np.float32(2.0))
+        results.append(dA.copy_to_host())
+    exp = A.copy()
+    exp[:, 1] *= 2
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], exp)
+
+
+@cuda.jit
+def k_smooth(src, dst):
+    i = cuda.grid(1)
+    if 0 < i < src.shape[0] - 1:
+        dst[i] = (src[i - 1] + src[i + 1]) * 0.5  # @smooth
+
+
+def test_one_device_array_passed_twice_to_an_in_place_stencil_is_a_race():
+    x = np.arange(32, dtype=np.float32)
+    d = cuda.to_device(x)
+    msg = fails(RaceError, "race", k_smooth, 1, 32, d, d)
+    assert len(tids(msg)) == 2 and f"line {line('smooth')}" in msg, msg
+    # overlapping views of one device array: a race too
+    d = cuda.to_device(np.arange(64, dtype=np.float32))
+    fails(RaceError, "race", k_smooth, 1, 32, d[0:32], d[1:33])
+    # one *host* array passed twice is not aliased: numba-cuda copies each host argument to
+    # the device on its own (dispatcher ``_prepare_args``: ``wrap_arg(val).to_device`` per
+    # argument), so dst's copy, written back last, is the smoothing of the original
+    sq = x ** 2
+    h = sq.copy()
+    run(k_smooth, 1, 32, h, h)
+    exp = sq.copy()
+    exp[1:-1] = (sq[:-2] + sq[2:]) * 0.5
+    np.testing.assert_array_equal(h, exp)
+    # two distinct arrays: correct and race-free
+    src, dst = cuda.to_device(x), cuda.to_device(np.zeros(32, np.float32))
+    run(k_smooth, 1, 32, src, dst)
+    exp = np.zeros(32, np.float32)
+    exp[1:-1] = (x[:-2] + x[2:]) * 0.5
+    np.testing.assert_array_equal(dst.copy_to_host(), exp)
+
+
+@cuda.jit
+def k_activemask_branches(out):
+    i = cuda.grid(1)
+    if cuda.laneid < 16:
+        out[i] = cuda.activemask()      # lanes 0-15 only
+    else:
+        out[i] = cuda.activemask()      # lanes 16-31 only
+
+
+@pytest.mark.parametrize("shuffle", [None, 1])
+def test_activemask_in_two_divergent_branches(shuffle):
+    out = np.zeros(64, np.int64)
+    run(k_activemask_branches, 1, 64, out, shuffle=shuffle)
+    exp = np.tile(np.repeat(np.array([0xFFFF, 0xFFFF0000], np.int64), 16), 2)
+    np.testing.assert_array_equal(out & FULL, exp)
+
+
+@cuda.jit
+def k_syncwarp_mask(out, mode):
+    s = cuda.shared.array(32, float32)
+    t = cuda.threadIdx.x
+    s[t] = 0
+    cuda.syncthreads()
+    if t == 0:
+        s[0] = 1.0  # @swm_w
+    if mode == 0:
+        cuda.syncwarp(FULL)
+    elif mode == 1:
+        if t < 16:
+            cuda.syncwarp(0xFFFF)           # lanes 0-15 only
+        else:
+            cuda.syncwarp(0xFFFF0000)       # lanes 16-31 only
+    elif t < 16:
+        cuda.syncwarp(0xFFFF)               # lanes 16-31 do not sync at all
+    if t == 16:
+        out[0] = s[0]  # @swm_r
+    cuda.syncthreads()
+
+
+@pytest.mark.parametrize("mode", [1, 2])
+def test_partial_syncwarp_does_not_order_lanes_outside_its_mask(mode):
+    out = np.zeros(1, np.float32)
+    msg = fails(RaceError, "race", k_syncwarp_mask, 1, 32, out, mode)
+    assert tids(msg) == {"0, 0, 0", "16, 0, 0"}, msg
+    assert f"line {line('swm_w')}" in msg and f"line {line('swm_r')}" in msg
+
+
+@cuda.jit
+def k_syncwarp_then_write(out):
+    s = cuda.shared.array(32, float32)
+    t = cuda.threadIdx.x
+    s[t] = 0
+    cuda.syncthreads()
+    if t < 16:
+        cuda.syncwarp(0xFFFF)               # lanes 0-15 only ...
+        if t == 0:
+            s[0] = 1.0  # @swt_w
+    elif t == 16:
+        out[0] = s[0]  # @swt_r
+    cuda.syncthreads()
+
+
+def test_lane_0_writing_after_a_half_warp_syncwarp_races_with_lane_16():
+    """Lane 0 is past its syncwarp epoch, lane 16 never synced: they are not ordered (the
+    engine once took different epochs of one warp as ordered whatever the mask)."""
+    out = np.zeros(1, np.float32)
+    msg = fails(RaceError, "race", k_syncwarp_then_write, 1, 32, out)
+    assert tids(msg) == {"0, 0, 0", "16, 0, 0"}, msg
+    assert f"line {line('swt_w')}" in msg and f"line {line('swt_r')}" in msg
+
+
+def test_full_syncwarp_orders_lane_0_write_with_lane_16_read():
+    out = np.zeros(1, np.float32)
+    run(k_syncwarp_mask, 1, 32, out, 0)
+    assert out[0] == 1.0
+
+
+@cuda.jit
+def k_store_vs_atomics(out, sync):
+    cnt = cuda.shared.array(1, int32)
+    if cuda.threadIdx.x == 0:
+        cnt[0] = 0  # @sva_w
+    if sync:
+        cuda.syncthreads()
+    cuda.atomic.add(cnt, 0, 1)  # @sva_a
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        out[0] = cnt[0]
+
+
+def test_plain_store_racing_with_atomics_on_one_shared_address_is_a_race():
+    out = np.zeros(1, np.int32)
+    msg = fails(RaceError, "race", k_store_vs_atomics, 1, 64, out, 0)
+    assert "cnt[0]" in msg and f"line {line('sva_w')}" in msg, msg
+    run(k_store_vs_atomics, 1, 64, out, 1)               # a barrier between: fine
+    assert out[0] == 64
+
+
+@cuda.jit
+def k_exch_init(out):
+    c = cuda.shared.array(1, int32)
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.exch(c, 0, 0)        # initialised by an atomic store
+    cuda.syncthreads()
+    cuda.atomic.add(c, 0, 1)
+    cuda.syncthreads()
+    out[cuda.threadIdx.x] = c[0]
+
+
+def test_counter_initialised_by_atomic_exch_is_not_an_uninitialised_read():
+    out = np.zeros(32, np.int32)
+    run(k_exch_init, 1, 32, out)
+    assert set(out.tolist()) == {32}
+
+
+@cuda.jit
+def k_hist_many(img, out):
+    h = cuda.shared.array(8, int32)
+    t = cuda.threadIdx.x
+    if t < 8:
+        h[t] = 0
+    cuda.syncthreads()
+    cuda.atomic.add(h, img[cuda.grid(1)], 1)
+    cuda.syncthreads()
+    if t < 8:
+        cuda.atomic.add(out, t, h[t])
+
+
+def test_many_threads_atomics_on_few_addresses_are_no_race_and_fast():
+    img = (np.arange(4096) * 7 % 8 % 3).astype(np.uint8)     # 3 hot bins of 8
+    out = np.zeros(8, np.int32)
+    t0 = time.monotonic()
+    st = run(k_hist_many, 4, 1024, img, out)
+    dt = time.monotonic() - t0
+    np.testing.assert_array_equal(out, np.bincount(img, minlength=8))
+    assert st.counters["atomics"] == 4096 + 4 * 8
+    assert dt < 2.0, dt
+
+
+@cuda.jit
+def k_dyn_views(out, lens):
+    f = cuda.shared.array(0, float32)
+    n = cuda.shared.array(0, int32)      # the same bytes, viewed as int32
+    d = cuda.shared.array(0, float64)
+    t = cuda.threadIdx.x
+    f[t] = 1.0
+    cuda.syncthreads()
+    out[t] = n[t]
+    lens[t, 0] = len(f)
+    lens[t, 1] = len(n)
+    lens[t, 2] = len(d)
+
+
+def test_dynamic_shared_memory_views_share_bytes_and_have_their_own_length():
+    out = np.zeros(8, np.int64)
+    lens = np.zeros((8, 3), np.int64)
+    with sim.capture(gpu_compile=False) as cap:
+        k_dyn_views[1, 8, 0, 64](out, lens)
+    assert len(cap.launches) == 1
+    assert set(out.tolist()) == {int(np.float32(1.0).view(np.int32))} == {0x3F800000}
+    assert set(map(tuple, lens.tolist())) == {(16, 16, 8)}
+
+
+@cuda.jit
+def k_dot_one_thread(a, b, out):
+    if cuda.grid(1) == 0:
+        acc = 0.0
+        for i in range(a.shape[0]):     # loads only, distinct addresses
+            acc += a[i] * b[i]
+        out[0] = acc
+
+
+def test_a_long_load_only_loop_is_not_stuck(fast_watchdog):
+    n = 5000                              # 10000 loads: many slices of SLICE=2000 entries
+    a = np.ones(n, np.float32)
+    b = np.full(n, 2.0, np.float32)
+    out = np.zeros(1, np.float32)
+    run(k_dot_one_thread, 1, 1, a, b, out)
+    assert out[0] == float(np.dot(a.astype(np.float64), b))
+    # while a spin re-reading one flag still is
+    msg = fails(StuckKernelError, "stuck", k_spin_plain, 1, 32, np.zeros(1, np.int32),
+                np.zeros(32, np.int32))
+    assert f"line {line('spin')}" in msg
+
+
+@cuda.jit
+def k_rare_atomic_max(x, out, scratch):
+    t = cuda.threadIdx.x
+    for k in range(100):
+        v = x[t * 100 + k]
+        scratch[t] = v                       # plain stores: real progress
+        cuda.atomic.max(out, 0, v)           # almost never changes out[0]
+
+
+def test_atomic_max_that_rarely_changes_with_plain_stores_completes(fast_watchdog):
+    x = np.random.default_rng(21).random(3200).astype(np.float32)
+    x[0] = 2.0
+    out = np.zeros(1, np.float32)
+    scratch = np.zeros(32, np.float32)
+    run(k_rare_atomic_max, 1, 32, x, out, scratch)
+    assert out[0] == x.max()
+    np.testing.assert_array_equal(scratch, x.reshape(32, 100)[:, -1])
+
+
+_REC = np.dtype([("x", np.float32), ("y", np.int32)])
+
+
+@cuda.jit
+def k_rec_read(a, out):
+    i = cuda.threadIdx.x
+    out[i] = a[i].x + a[i].y
+
+
+@cuda.jit
+def k_rec_store(a):
+    i = cuda.threadIdx.x
+    a[i].y = i * 10
+
+
+def test_record_arrays_run_on_the_stock_executor():
+    a = np.zeros(4, _REC)
+    a["x"] = np.arange(4) + 0.5
+    a["y"] = np.arange(4) * 3
+    out = np.zeros(4, np.float32)
+    with sim.capture(gpu_compile=False) as cap:       # the engine is selected ...
+        k_rec_read[1, 4](a, out)
+        k_rec_store[1, 4](a)
+    assert cap.launches == []                         # ... and hands records to the stock one
+    np.testing.assert_array_equal(out, np.arange(4) + 0.5 + np.arange(4) * 3)
+    np.testing.assert_array_equal(a["y"], np.arange(4) * 10)
+    np.testing.assert_array_equal(a["x"], np.arange(4) + 0.5)
+
+
+@cuda.jit
+def k_dp4a_narrow(a, b, c, out):
+    i = cuda.grid(1)
+    out[i] = cuda.dp4a(a[i], b[i], c[i])
+
+
+@pytest.mark.parametrize("ta,tb", [(np.uint8, np.uint8), (np.int8, np.int8),
+                                   (np.uint8, np.int8), (np.uint16, np.int16)])
+def test_dp4a_on_narrow_operands_widens_by_their_signedness(ta, tb):
+    """A GPU widens a narrow operand to 32 bits by its own signedness (zext for unsigned, sext
+    for signed) before dp4a splits it into bytes; numpy's astype does the same."""
+    rng = np.random.default_rng(22)
+    a = rng.integers(np.iinfo(ta).min, np.iinfo(ta).max + 1, 32).astype(ta)
+    b = rng.integers(np.iinfo(tb).min, np.iinfo(tb).max + 1, 32).astype(tb)
+    a[:2] = np.iinfo(ta).max
+    b[:2] = np.iinfo(tb).max if np.iinfo(tb).min == 0 else np.iinfo(tb).min
+    c = rng.integers(-1000, 1000, 32).astype(np.int32)
+    out = np.zeros(32, np.int32)
+    run(k_dp4a_narrow, 1, 32, a, b, c, out)
+    w = {np.dtype(np.uint8): np.uint32, np.dtype(np.uint16): np.uint32,
+         np.dtype(np.int8): np.int32, np.dtype(np.int16): np.int32}
+    np.testing.assert_array_equal(out, _dp4a_ref(a.astype(w[a.dtype]), b.astype(w[b.dtype]), c))
+    assert int(engine.dp4a(np.uint8(200), np.uint8(200), 0)) == 40000
+
+
+def test_dp4a_gpu_code_zero_extends_uint8_operands(ptx_cache):
+    from kernellab.sim import ptx
+    u8 = np.zeros(32, np.uint8)
+    r = ptx.compile_kernel(k_dp4a_narrow, (u8, u8, np.zeros(32, np.int32), np.zeros(32, np.int32)))
+    loads = re.findall(r"\bld\.global(?:\.nc)?\.([su]8)\b", r.ptx)
+    assert loads and set(loads) == {"u8"}, loads
+    assert re.search(r"\bdp4a\.u32\.u32\b", r.ptx), r.ptx
+    assert not re.search(r"\bcvt\.[su]32\.s8\b", r.ptx)
+    # and the sim tier computes what that code computes
+    a = np.array([200, 255, 1, 128] * 8, np.uint8)
+    b = np.array([200, 255, 7, 128] * 8, np.uint8)
+    c = np.arange(32, dtype=np.int32)
+    out = np.zeros(32, np.int32)
+    run(k_dp4a_narrow, 1, 32, a, b, c, out)
+    np.testing.assert_array_equal(out, a.astype(np.int64) * b.astype(np.int64) + c)
