@@ -435,10 +435,10 @@ class {name}(SimArray):
             ok = {bounds}
         except (TypeError, ValueError):
             return self._general_get({idx}, _getframe(1))
-        if ok{notbool}:
+        if ok:
             rel = {rel}
 {log_r}
-            return self._f[self._o + rel]
+            return self._f[{pos}]
         return self._general_get({idx}, _getframe(1))
 
     def __setitem__(self, {args}, v):
@@ -447,13 +447,13 @@ class {name}(SimArray):
             ok = {bounds}
         except (TypeError, ValueError):
             return self._general_set({idx}, v, _getframe(1))
-        if ok{notbool}:
+        if ok:
             rel = {rel}
 {log_w}
             try:
-                self._f[self._o + rel] = v
+                self._f[{pos}] = v
             except OverflowError:
-                self._f[self._o + rel] = _narrow(v, self.dtype)
+                self._f[{pos}] = _narrow(v, self.dtype)
             return
         return self._general_set({idx}, v, _getframe(1))
 """
@@ -467,24 +467,35 @@ _LOG_SITE = """            log = _log
             _slog.append(f.f_lasti if f.f_code is _kcode else _site(f))
             if len(log) > SLICE:
                 _slice()"""
+# A numpy integer index (np.int32 loaded from an int32 array...) becomes a Python int first:
+# under numpy 2's promotion rules np.int32 arithmetic with the log key would overflow.
 _DIMS = {
-    # a numpy integer index (np.int32 from an int32 array...) becomes a Python int first: under
-    # numpy 2's promotion rules np.int32 arithmetic with the log key would overflow int32
-    1: dict(args="i", unpack="i = i if i.__class__ is int else _index(i)",
-            bounds="0 <= i < self._n0", idx="i", notbool="", rel="i * self._s0"),
-    2: dict(args="idx", unpack=("i, j = idx\n            i = i if i.__class__ is int else "
-                                "_index(i)\n            j = j if j.__class__ is int else _index(j)"),
-            bounds="0 <= i < self._n0 and 0 <= j < self._n1",
-            idx="idx", notbool="", rel="i * self._s0 + j * self._s1"),
+    # (dimensions, unit innermost stride): template fields
+    (1, False): dict(args="i", unpack="i = i if i.__class__ is int else _index(i)",
+                     bounds="0 <= i < self._n0", idx="i", rel="i * self._s0"),
+    (1, True): dict(args="i", unpack="i = i if i.__class__ is int else _index(i)",
+                    bounds="0 <= i < self._n0", idx="i", rel="i"),
+    (2, False): dict(args="idx", unpack=(
+        "i, j = idx\n            if i.__class__ is not int or j.__class__ is not int:\n"
+        "                i = _index(i)\n                j = _index(j)"),
+        bounds="0 <= i < self._n0 and 0 <= j < self._n1", idx="idx",
+        rel="i * self._s0 + j * self._s1"),
+    (2, True): dict(args="idx", unpack=(
+        "i, j = idx\n            if i.__class__ is not int or j.__class__ is not int:\n"
+        "                i = _index(i)\n                j = _index(j)"),
+        bounds="0 <= i < self._n0 and 0 <= j < self._n1", idx="idx",
+        rel="i * self._s0 + j"),
 }
 _FAST = {}
-for _nd, _d in _DIMS.items():
-    for _m, _lg in ((0, "            pass"), (1, _LOG), (2, _LOG_SITE)):
-        _nm = f"_Arr{_nd}m{_m}"
-        exec(compile(_FAST_TEMPLATE.format(name=_nm, log_r=_lg.format(k="_kr"),
-                                           log_w=_lg.format(k="_kw"), **_d),
-                     f"{__file__}#fast-array-template", "exec"), globals())
-        _FAST[_nd, _m] = globals()[_nm]
+for (_nd, _unit), _d in _DIMS.items():
+    for _zero in (False, True):        # a view starting at the allocation's first element
+        for _m, _lg in ((0, "            pass"), (1, _LOG), (2, _LOG_SITE)):
+            _nm = f"_Arr{_nd}{'u' if _unit else ''}{'z' if _zero else ''}m{_m}"
+            exec(compile(_FAST_TEMPLATE.format(
+                name=_nm, log_r=_lg.format(k="_kr"), log_w=_lg.format(k="_kw"),
+                pos="rel" if _zero else "self._o + rel", **_d),
+                f"{__file__}#fast-array-template", "exec"), globals())
+            _FAST[_nd, _unit, _zero, _m] = globals()[_nm]
 
 
 def _wrap(arr, root, off0):
@@ -492,8 +503,8 @@ def _wrap(arr, root, off0):
     isz = arr.itemsize
     st = tuple(s // isz for s in arr.strides)
     cls = SimArray
-    if root.flat is not None and all(s >= 0 for s in st):
-        cls = _FAST.get((arr.ndim, _mode), SimArray)
+    if root.flat is not None and all(s >= 0 for s in st) and arr.ndim in (1, 2):
+        cls = _FAST.get((arr.ndim, st[-1] == 1, off0 == 0, _mode), SimArray)
     return cls(arr, root, off0, st)
 
 
