@@ -74,6 +74,8 @@ from numba.extending import overload
 
 from reference_kernels.gemm import gemm_naive
 
+from kernellab.kernels._gemm_args import gemm_shapes
+
 __all__ = ["gemm_v1", "gemm_v2", "gemm_v3", "gemm_v4", "gemm_v5", "LADDER", "gemm_flops",
            "BLOCKING", "Blocking", "micro_kernel_source", "kernel_asm", "hot_loop", "count_fma",
            "count_fp_ops", "asm_report"]
@@ -99,15 +101,7 @@ def _check(A, B, C):
         raise TypeError(f"C must be a numpy array (it is written in place), got {type(C).__name__}")
     A = np.asarray(A)
     B = np.asarray(B)
-    for name, X in (("A", A), ("B", B), ("C", C)):
-        if X.ndim != 2:
-            raise ValueError(f"{name} must be 2-D, got shape {X.shape}")
-    M, K = A.shape
-    K2, N = B.shape
-    if K2 != K:
-        raise ValueError(f"inner dimensions differ: A is {A.shape}, B is {B.shape}")
-    if C.shape != (M, N):
-        raise ValueError(f"C has shape {C.shape}, expected (M, N) = {(M, N)}")
+    M, N, K = gemm_shapes(A, B, C)
     if A.dtype not in _DTYPES:
         raise ValueError(f"dtype {A.dtype} is not supported: use float32 or float64")
     if B.dtype != A.dtype or C.dtype != A.dtype:

@@ -107,6 +107,8 @@ import numpy as np
 import kernellab  # noqa: F401  (chooses the gpu/sim tier before numba.cuda is imported)
 from numba import cuda, float32
 
+from kernellab.kernels._gemm_args import gemm_shapes
+
 __all__ = ["gemm_v1", "gemm_v2", "gemm_v3", "gemm_v4", "LADDER", "KERNELS", "gemm_flops",
            "launch_config", "expected_counters", "V1_BLOCK", "TILE", "BM", "BN", "BK", "TM",
            "TN"]
@@ -407,15 +409,7 @@ def _check(A, B, C):
         if not (isinstance(X, np.ndarray) or _is_device_array(X)):
             raise TypeError(f"{name} must be a numpy array or a numba device array, "
                             f"got {type(X).__name__}")
-    for name, X in (("A", A), ("B", B), ("C", C)):
-        if len(X.shape) != 2:
-            raise ValueError(f"{name} must be 2-D, got shape {tuple(X.shape)}")
-    M, K = A.shape
-    K2, N = B.shape
-    if K2 != K:
-        raise ValueError(f"inner dimensions differ: A is {tuple(A.shape)}, B is {tuple(B.shape)}")
-    if tuple(C.shape) != (M, N):
-        raise ValueError(f"C has shape {tuple(C.shape)}, expected (M, N) = {(M, N)}")
+    gemm_shapes(A, B, C)
     for name, X in (("A", A), ("B", B), ("C", C)):
         if np.dtype(X.dtype) != _F32:
             raise ValueError(f"{name} has dtype {np.dtype(X.dtype)}: the CUDA ladder is "

@@ -258,49 +258,20 @@ _L2_BYTES_PER_CLK = 5120  # A100 whitepaper; reused per clock for H100/H200 (an 
 _LAUNCH_S = 3e-6
 _BARRIER_CYCLES = 20
 
+def _profile(name, description, sms, ghz, fp32_flops, dram_bytes_per_s, max_shared_kib):
+    return DeviceProfile(
+        name=name, description=description, sm_count=sms, clock_ghz=ghz,
+        fp32_flops=fp32_flops, dram_bytes_per_s=dram_bytes_per_s,
+        l2_bytes_per_s=_L2_BYTES_PER_CLK * ghz * 1e9,
+        shared_bytes_per_s_per_sm=WAVEFRONT_BYTES * ghz * 1e9,
+        launch_overhead_s=_LAUNCH_S, barrier_cycles=_BARRIER_CYCLES,
+        max_threads_per_sm=2048, max_shared_per_sm=max_shared_kib * 1024)
+
+
 PROFILES: dict[str, DeviceProfile] = {
-    "a100": DeviceProfile(
-        name="a100",
-        description="NVIDIA A100-SXM4-40GB",
-        sm_count=108,
-        clock_ghz=_A100_CLOCK_GHZ,
-        fp32_flops=19.5e12,
-        dram_bytes_per_s=1555e9,
-        l2_bytes_per_s=_L2_BYTES_PER_CLK * _A100_CLOCK_GHZ * 1e9,
-        shared_bytes_per_s_per_sm=WAVEFRONT_BYTES * _A100_CLOCK_GHZ * 1e9,
-        launch_overhead_s=_LAUNCH_S,
-        barrier_cycles=_BARRIER_CYCLES,
-        max_threads_per_sm=2048,
-        max_shared_per_sm=164 * 1024,
-    ),
-    "h100": DeviceProfile(
-        name="h100",
-        description="NVIDIA H100 SXM5 80GB",
-        sm_count=132,
-        clock_ghz=_H100_CLOCK_GHZ,
-        fp32_flops=67e12,
-        dram_bytes_per_s=3.35e12,
-        l2_bytes_per_s=_L2_BYTES_PER_CLK * _H100_CLOCK_GHZ * 1e9,
-        shared_bytes_per_s_per_sm=WAVEFRONT_BYTES * _H100_CLOCK_GHZ * 1e9,
-        launch_overhead_s=_LAUNCH_S,
-        barrier_cycles=_BARRIER_CYCLES,
-        max_threads_per_sm=2048,
-        max_shared_per_sm=228 * 1024,
-    ),
-    "h200": DeviceProfile(
-        name="h200",
-        description="NVIDIA H200 SXM 141GB",
-        sm_count=132,
-        clock_ghz=_H100_CLOCK_GHZ,
-        fp32_flops=67e12,
-        dram_bytes_per_s=4.8e12,
-        l2_bytes_per_s=_L2_BYTES_PER_CLK * _H100_CLOCK_GHZ * 1e9,
-        shared_bytes_per_s_per_sm=WAVEFRONT_BYTES * _H100_CLOCK_GHZ * 1e9,
-        launch_overhead_s=_LAUNCH_S,
-        barrier_cycles=_BARRIER_CYCLES,
-        max_threads_per_sm=2048,
-        max_shared_per_sm=228 * 1024,
-    ),
+    "a100": _profile("a100", "NVIDIA A100-SXM4-40GB", 108, _A100_CLOCK_GHZ, 19.5e12, 1555e9, 164),
+    "h100": _profile("h100", "NVIDIA H100 SXM5 80GB", 132, _H100_CLOCK_GHZ, 67e12, 3.35e12, 228),
+    "h200": _profile("h200", "NVIDIA H200 SXM 141GB", 132, _H100_CLOCK_GHZ, 67e12, 4.8e12, 228),
 }
 
 DEFAULT_PROFILE = "a100"
