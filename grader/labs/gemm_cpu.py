@@ -21,7 +21,7 @@ the other core absorbs the load. Threads are measured by ``make bench`` and chap
   kernel takes seconds a call at ``PERF_N``);
 * the fastest timed call at most the larger of this machine's nominal peak and 1.5x the fastest
   numpy.matmul call of the run (above both, the timer was cheated);
-* every timed call's output right after it returns, outside the timer (:func:`_probably_correct`,
+* every timed call's output right after it returns, outside the timer (:func:`grader.labs._gemm.probably_correct`,
   a Freivalds check), and the last one in full: a kernel that skips work on the calls it guesses
   are timed fails, and the timing points with it.
 
@@ -37,14 +37,12 @@ in L1 is vectorised by LLVM's loop vectoriser).
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
 
+from grader.labs._gemm import case_seed, gemm_case_data, gemm_check, probably_correct
 from grader.spec import Case, CaseData, HiddenCases, LabSpec, RuleResult
-from kernellab.numerics import KAware, compare, unit_roundoff
-from reference_kernels.gemm import gemm_abs_product, gemm_golden
 
 PERF_N = 1024
 PERF_N_NAIVE = 512  # the naive kernel takes seconds at 1024; its ratio is taken at 512
@@ -71,32 +69,6 @@ MAX_CASE_BYTES = 192 << 20  # A + B + C of one hidden case
 _NUMPY_MATMUL = np.matmul
 
 
-def _probably_correct(A: np.ndarray, B: np.ndarray, C: np.ndarray, rng) -> bool:
-    """Worker side, after every timed call (outside the timer): is C = A @ B within the lab's
-    tolerance? Freivalds' check with two random +-1 vectors x, row by row:
-    |C x - A (B x)| <= 2 (c sqrt(K) (u_acc + u_ref) + u_out) |A| (|B| 1), which every output the
-    element-wise K-aware rule accepts meets (so it never fails a correct call), while a row left
-    out or zeroed misses it by orders of magnitude. O(n^2): a few ms at n = 1024."""
-    K = A.shape[1]
-    A64, B64, C64 = (a.astype(np.float64) for a in (A, B, C))
-    if C64.shape != (A.shape[0], B.shape[1]) or not np.isfinite(C64).all():
-        return False
-    dt = A.dtype.name
-    coef = KAware(K=K, acc_dtype=dt, out_dtype=dt).coefficient() + unit_roundoff(dt)
-    scale = _NUMPY_MATMUL(np.abs(A64), _NUMPY_MATMUL(np.abs(B64), np.ones(B.shape[1])))
-    bound = 2.0 * coef * scale + np.finfo(np.float64).tiny
-    for _ in range(2):
-        x = rng.choice(np.array([-1.0, 1.0]), size=B.shape[1])
-        r = _NUMPY_MATMUL(C64, x) - _NUMPY_MATMUL(A64, _NUMPY_MATMUL(B64, x))
-        if not (np.abs(r) <= bound).all():
-            return False
-    return True
-
-
-def _seed(base: int, name: str) -> int:
-    return int.from_bytes(hashlib.sha256(f"{base}:{name}".encode()).digest()[:4], "little")
-
-
 class GemmCPU(LabSpec):
     lab_id = "gemm-cpu"
     title = "Cache-blocked GEMM on CPU (Numba)"
@@ -113,11 +85,11 @@ class GemmCPU(LabSpec):
             for dt in DTYPES:
                 name = f"{m}x{n}x{k} {dt}"
                 out.append(Case(name, {"M": m, "N": n, "K": k, "dtype": dt},
-                                _seed(VISIBLE_SEED, name)))
+                                case_seed(VISIBLE_SEED, name)))
         for i, p in enumerate(hidden.cases):
             p = self._validate(p)
             name = f"hidden{i} {p['M']}x{p['N']}x{p['K']} {p['dtype']}"
-            out.append(Case(name, p, _seed(hidden.seed or 0, name), hidden=True))
+            out.append(Case(name, p, case_seed(hidden.seed or 0, name), hidden=True))
         if hidden.seed is not None and not hidden.cases:
             rng = np.random.default_rng(hidden.seed)
             for i in range(6):
@@ -126,7 +98,7 @@ class GemmCPU(LabSpec):
                     k = int(rng.integers(513, 1100))  # beyond the usual kc blockings
                 p = {"M": m, "N": n, "K": k, "dtype": DTYPES[i % 2]}
                 name = f"hidden{i} {m}x{n}x{k} {p['dtype']}"
-                out.append(Case(name, p, _seed(hidden.seed, name), hidden=True))
+                out.append(Case(name, p, case_seed(hidden.seed, name), hidden=True))
         return out
 
     @staticmethod
@@ -147,13 +119,7 @@ class GemmCPU(LabSpec):
         return {"M": m, "N": n, "K": k, "dtype": dt}
 
     def case_data(self, case: Case) -> CaseData:
-        p = case.params
-        rng = np.random.default_rng(case.seed)
-        dt = np.dtype(p["dtype"])
-        A = rng.standard_normal((p["M"], p["K"]), dtype=dt)
-        B = rng.standard_normal((p["K"], p["N"]), dtype=dt)
-        return CaseData(inputs={"A": A, "B": B},
-                        outputs={"C": ((p["M"], p["N"]), dt.name)}, call=["A", "B", "C"])
+        return gemm_case_data(case)
 
     def warmup_data(self):
         out = []
@@ -163,11 +129,7 @@ class GemmCPU(LabSpec):
         return out
 
     def check(self, case: Case, data: CaseData, outputs: dict):
-        A, B = data.inputs["A"], data.inputs["B"]
-        dt = A.dtype.name
-        policy = KAware(K=A.shape[1], acc_dtype=dt, out_dtype=dt,
-                        abs_product=gemm_abs_product(A, B))
-        return compare(outputs["C"], gemm_golden(A, B), policy)
+        return gemm_check(data, outputs)
 
     # --------------------------------------------------------------- performance
     def perf_plan(self) -> dict:
@@ -209,7 +171,7 @@ class GemmCPU(LabSpec):
                 # skips work on calls it guesses are timed must not get away with it
                 state["checked"] += 1
                 A0, B0 = state["before"]
-                if not _probably_correct(A0, B0, args[2], check_rng):
+                if not probably_correct(A0, B0, args[2], check_rng):
                     state["wrong"] += 1
                 state["last"] = state["before"] + (args[0], args[1], args[2].copy())
 

@@ -83,14 +83,12 @@ loads, until ``make gpu-check`` has measured the course's GPU.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
 
+from grader.labs._gemm import case_seed, gemm_case_data, gemm_check, probably_correct
 from grader.spec import Case, CaseData, HiddenCases, LabSpec, RuleResult
-from kernellab.numerics import KAware, compare
-from reference_kernels.gemm import gemm_abs_product, gemm_golden
 
 DTYPE = "float32"
 VISIBLE_SHAPES = [  # (M, N, K): no side a multiple of 8, 16 or 32 except the 1s; K over tiles
@@ -119,10 +117,6 @@ LAUNCH_COUNTERS = (
     "shared_store_requests", "shared_load_wavefronts", "shared_store_wavefronts",
     "shared_bytes_per_block", "barriers", "atomics",
 )
-
-
-def _seed(base: int, name: str) -> int:
-    return int.from_bytes(hashlib.sha256(f"{base}:{name}".encode()).digest()[:4], "little")
 
 
 def _launch_dict(stats) -> dict:
@@ -258,18 +252,18 @@ class GemmCUDA(LabSpec):
         for (m, n, k) in VISIBLE_SHAPES:
             name = f"{m}x{n}x{k}"
             out.append(Case(name, {"M": m, "N": n, "K": k, "dtype": DTYPE},
-                            _seed(VISIBLE_SEED, name)))
+                            case_seed(VISIBLE_SEED, name)))
         for i, p in enumerate(hidden.cases):
             p = self._validate(p)
             name = f"hidden{i} {p['M']}x{p['N']}x{p['K']}"
-            out.append(Case(name, p, _seed(hidden.seed or 0, name), hidden=True))
+            out.append(Case(name, p, case_seed(hidden.seed or 0, name), hidden=True))
         if hidden.seed is not None and not hidden.cases:
             rng = np.random.default_rng(hidden.seed)
             for i in range(4):
                 m, n, k = (int(x) for x in rng.integers(1, 80, size=3))
                 p = {"M": m, "N": n, "K": k, "dtype": DTYPE}
                 name = f"hidden{i} {m}x{n}x{k}"
-                out.append(Case(name, p, _seed(hidden.seed, name), hidden=True))
+                out.append(Case(name, p, case_seed(hidden.seed, name), hidden=True))
         return out
 
     @staticmethod
@@ -285,12 +279,7 @@ class GemmCUDA(LabSpec):
         return {"M": m, "N": n, "K": k, "dtype": dt}
 
     def case_data(self, case: Case) -> CaseData:
-        p = case.params
-        rng = np.random.default_rng(case.seed)
-        A = rng.standard_normal((p["M"], p["K"]), dtype=np.float32)
-        B = rng.standard_normal((p["K"], p["N"]), dtype=np.float32)
-        return CaseData(inputs={"A": A, "B": B}, outputs={"C": ((p["M"], p["N"]), DTYPE)},
-                        call=["A", "B", "C"])
+        return gemm_case_data(case)
 
     def warmup_data(self):
         # one small call: the first launch compiles the kernel (GPU: the JIT; sim: the PTX check)
@@ -298,10 +287,7 @@ class GemmCUDA(LabSpec):
                                                         "dtype": DTYPE}, seed=1)))]
 
     def check(self, case: Case, data: CaseData, outputs: dict):
-        A, B = data.inputs["A"], data.inputs["B"]
-        policy = KAware(K=A.shape[1], acc_dtype=DTYPE, out_dtype=DTYPE,
-                        abs_product=gemm_abs_product(A, B))
-        return compare(outputs["C"], gemm_golden(A, B), policy)
+        return gemm_check(data, outputs)
 
     # ------------------------------------------------- how the result was produced (sim)
     def call_probe(self):
@@ -404,7 +390,6 @@ class GemmCUDA(LabSpec):
     def _measure_gpu(self, fn, plan: dict, workdir: Path, *, clock: str, cublas) -> dict:
         from numba import cuda
 
-        from grader.labs.gemm_cpu import _probably_correct
         from kernellab import timing
         from kernellab.kernels.gemm_cuda import gemm_v1
 
@@ -436,7 +421,7 @@ class GemmCUDA(LabSpec):
                 state["nan_after_return"] += 1
             state["checked"] += 1
             A0, B0 = state["before"]
-            if not _probably_correct(A0, B0, C, check_rng):
+            if not probably_correct(A0, B0, C, check_rng):
                 state["wrong"] += 1
             state["last"] = (A0, B0, args[0].copy_to_host(), args[1].copy_to_host(), C)
 

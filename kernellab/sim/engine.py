@@ -918,13 +918,6 @@ class _Launch:
         self.block_roots.append(root)
         return _wrap(arr, root, 0)
 
-    def live_mask(self, warp):
-        m = 0
-        for t in self.threads[warp * WARP:(warp + 1) * WARP]:
-            if t.state != 3:
-                m |= 1 << t.lane
-        return m
-
     # -- lines
     def site_line(self, site):
         site = int(site) & ~1
@@ -2131,10 +2124,6 @@ def _outside_kernel(nm):
     f.__name__ = nm
     return f
 
-
-def stock_call():
-    """The simulator's own launch (``FakeCUDAKernel.__call__`` before :func:`install`)."""
-    return _stock_call or _simkernel.FakeCUDAKernel.__call__
 
 
 install()
