@@ -104,6 +104,9 @@ from numba.cuda.errors import normalize_kernel_dimensions
 from numba.cuda import types as _nbtypes
 from numba.cuda.np import numpy_support as _npsupport
 
+import math as _math_mod
+
+from kernellab.sim import gpumath
 from kernellab.sim.errors import (
     DivergenceError, KernelError, LaunchConfigError, OutOfBoundsError, RaceError, SimError,
     StuckKernelError, UninitialisedReadError,
@@ -1106,6 +1109,7 @@ class _Launch:
                 c[f"global_{kind}_sectors"] += int(cost[a])
             else:
                 c[f"shared_{kind}_requests"] += int(req_per_ak[a])
+                c[f"shared_{kind}_elements"] += int(n_ak[a])
                 c[f"shared_{kind}_wavefronts"] += int(cost[a])
         if self.want_trace:
             first = blin == 0
@@ -1435,12 +1439,13 @@ COUNTER_KEYS = (
     "global_load_elements", "global_store_elements",
     "dram_read_bytes", "dram_write_bytes",
     "shared_load_requests", "shared_store_requests",
+    "shared_load_elements", "shared_store_elements",
     "shared_load_wavefronts", "shared_store_wavefronts",
     "shared_bytes_per_block", "barriers", "warp_syncs", "shuffles", "votes", "atomics", "flops",
 )
 
-SHARED_KEYS = ("shared_load_requests", "shared_store_requests", "shared_load_wavefronts",
-               "shared_store_wavefronts")
+SHARED_KEYS = ("shared_load_requests", "shared_store_requests", "shared_load_elements",
+               "shared_store_elements", "shared_load_wavefronts", "shared_store_wavefronts")
 
 TRACE_DTYPE = np.dtype([("space", "U1"), ("kind", "U1"), ("array", "U16"), ("tid", np.int32),
                         ("warp", np.int32), ("lane", np.int32), ("offset", np.int64),
@@ -2013,6 +2018,21 @@ def _disarm_alarm(alarm):
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
 
+_math_swapped = {}      # id(globals) -> (globals, originals) during a launch
+
+
+def _swap_math(globs):
+    """Give a kernel's (or device function's) module globals the sim tier's ``math``."""
+    if id(globs) not in _math_swapped:
+        _math_swapped[id(globs)] = (globs, gpumath.swap_globals(globs))
+
+
+def _restore_math():
+    for globs, orig in _math_swapped.values():
+        gpumath.restore_globals(globs, orig)
+    _math_swapped.clear()
+
+
 def _run_launch(kernel, grid, block, name, dev_args, want_trace):
     global _launch, _cur, _sched
     fn = kernel.fn
@@ -2023,7 +2043,6 @@ def _run_launch(kernel, grid, block, name, dev_args, want_trace):
                  for nm, d in zip(names, dev_args)]
     module = SimCudaModule(L)
     L.module = module
-    base_ctx = contextvars.copy_context()
     rng = random.Random(_OPTS["shuffle"]) if _OPTS["shuffle"] is not None else None
     prev = (_launch, _cur, _sched)
     _launch = L
@@ -2033,6 +2052,14 @@ def _run_launch(kernel, grid, block, name, dev_args, want_trace):
     cells = [c for c in (fn.__closure__ or ()) if _cell_is(c, _cuda_mod)]
     for c in cells:
         c.cell_contents = module
+    # ``math`` with CUDA's semantics (kernellab.sim.gpumath): float32 in, float32 out; inf and
+    # NaN instead of OverflowError/ValueError; no floating-point warnings (a GPU has none)
+    math_cells = [c for c in (fn.__closure__ or ()) if _cell_is(c, _math_mod)]
+    for c in math_cells:
+        c.cell_contents = gpumath.MODULE
+    _swap_math(fn.__globals__)
+    err_state = np.seterr(all="ignore")
+    base_ctx = contextvars.copy_context()   # the threads run in copies: after seterr
     try:
         with _simkernel._push_kernel_context(module):
             with _kapi.swapped_cuda_module(fn, module):
@@ -2046,6 +2073,10 @@ def _run_launch(kernel, grid, block, name, dev_args, want_trace):
         _pool.clear()       # workers may be suspended inside the kernel: start afresh
         raise
     finally:
+        np.seterr(**err_state)
+        _restore_math()
+        for c in math_cells:
+            c.cell_contents = _math_mod
         for c in cells:
             c.cell_contents = _cuda_mod
         _launch, _cur, _sched = prev
@@ -2089,6 +2120,8 @@ def install():
 
     @functools.wraps(_stock_call)
     def __call__(self, *args):
+        if self._device and _launch is not None:
+            _swap_math(self.fn.__globals__)   # a device function from another module
         if (self._device or _simkernel._kernel_context is not None
                 or _OPTS["executor"] == "stock" or self.extensions or _has_records(args)):
             return _stock_call(self, *args)
