@@ -321,7 +321,8 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
                                                      f"{session.deaths} times"))
                 continue
             data = spec.case_data(case)
-            r = session.call(spec_entry(spec), data, f"case{i}", spec.case_timeout_s)
+            r = session.call(spec.case_function(case), data, f"case{i}",
+                             spec.case_timeout_s)
             res = check_case(spec, case, data, r)
             report.cases.append(res)
             say(f"case {case.name}: {'pass' if res.passed else 'FAIL'}")
@@ -341,10 +342,6 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
         session.close()
         shutil.rmtree(workdir, ignore_errors=True)
     return report.finish()
-
-
-def spec_entry(spec) -> str:
-    return next(iter(spec.functions))
 
 
 def _performance(spec, session: _Session, report: Report, workdir: Path) -> None:

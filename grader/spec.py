@@ -134,6 +134,12 @@ class LabSpec:
     def cases(self, hidden: HiddenCases) -> list[Case]:
         raise NotImplementedError
 
+    def case_function(self, case: Case) -> str:
+        """The required function a case calls: ``case.params["fn"]`` when the lab has several
+        (e.g. ``row_sum`` and ``softmax``), else the lab's only one."""
+        fn = case.params.get("fn") if isinstance(case.params, dict) else None
+        return fn if fn in self.functions else next(iter(self.functions))
+
     def case_data(self, case: Case) -> CaseData:
         raise NotImplementedError
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import kernellab
+from grader.labs import _cuda as cuda_lab
 from grader.labs import gemm_cuda as lab
 from grader.runner import grade, recheck
 from grader.worker import _describe_exception
@@ -215,7 +216,7 @@ def _launch(version, n):
     (gx, gy), (bx, by) = launch_config(version, n, n, n)
     return {"name": version, "grid": [gx, gy, 1], "block": [bx, by, 1],
             "counters": {k: expected_counters(version, n, n, n).get(k, 0)
-                         for k in lab.LAUNCH_COUNTERS}}
+                         for k in cuda_lab.LAUNCH_COUNTERS}}
 
 
 @pytest.mark.parametrize("n", [64, 256, 1024])
@@ -235,7 +236,7 @@ def test_the_ladder_brackets_the_threshold_at_every_size(n):
 
 def test_device_work_problem_and_coalesced_fraction():
     launch = {"name": "k", "grid": [1, 1, 1], "block": [1, 1, 1],
-              "counters": dict.fromkeys(lab.LAUNCH_COUNTERS, 0)}
+              "counters": dict.fromkeys(cuda_lab.LAUNCH_COUNTERS, 0)}
     assert "no kernel was launched" in lab.device_work_problem([], 2, 2, 2)
     launch["counters"].update(global_store_elements=3, dram_read_bytes=10 ** 6)
     assert "fewer than the 4 of C" in lab.device_work_problem([launch], 2, 2, 2)

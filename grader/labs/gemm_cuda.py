@@ -87,8 +87,12 @@ from pathlib import Path
 
 import numpy as np
 
+from grader.labs._cuda import (
+    PROFILE, CudaLab, coalesced_fraction, fmt_seconds, launch_dict, modelled_seconds,
+    total_counters, traffic_summary,
+)
 from grader.labs._gemm import case_seed, gemm_case_data, gemm_check, probably_correct
-from grader.spec import Case, CaseData, HiddenCases, LabSpec, RuleResult
+from grader.spec import Case, CaseData, HiddenCases, RuleResult
 
 DTYPE = "float32"
 VISIBLE_SHAPES = [  # (M, N, K): no side a multiple of 8, 16 or 32 except the 1s; K over tiles
@@ -99,7 +103,6 @@ VISIBLE_SEED = 20261203
 MAX_HIDDEN_MNK = 1 << 21  # the simulator's cost grows with M*N*K: about 5 s a case at this size
 
 PERF_N = 64
-PROFILE = "a100"
 MIN_MODELLED_SPEEDUP = 8.0
 MIN_COALESCED = 0.5
 
@@ -107,32 +110,6 @@ GPU_N = 2048
 GPU_ROUNDS = 5
 MIN_SPEEDUP_GPU = 4.0
 PLAUSIBLE_VS_CUBLAS = 1.5
-
-#: Counters a launch reports back from the worker (kernellab.sim's COUNTER_KEYS that the rules
-#: and their details read).
-LAUNCH_COUNTERS = (
-    "blocks", "threads", "global_load_requests", "global_store_requests", "global_load_sectors",
-    "global_store_sectors", "global_load_bytes", "global_store_bytes", "global_load_elements",
-    "global_store_elements", "dram_read_bytes", "dram_write_bytes", "shared_load_requests",
-    "shared_store_requests", "shared_load_wavefronts", "shared_store_wavefronts",
-    "shared_bytes_per_block", "barriers", "atomics",
-)
-
-
-def _launch_dict(stats) -> dict:
-    """A :class:`kernellab.sim.engine.LaunchStats` as JSON: name, grid, block, counters."""
-    return {"name": str(stats.name), "grid": [int(x) for x in stats.grid],
-            "block": [int(x) for x in stats.block],
-            "counters": {k: int(stats.counters.get(k, 0)) for k in LAUNCH_COUNTERS}}
-
-
-def _total(launches: list[dict]) -> dict:
-    out = dict.fromkeys(LAUNCH_COUNTERS, 0)
-    for launch in launches:
-        for k in LAUNCH_COUNTERS:
-            v = int(launch["counters"][k])
-            out[k] = max(out[k], v) if k == "shared_bytes_per_block" else out[k] + v
-    return out
 
 
 def device_work_problem(launches: list[dict], M: int, N: int, K: int) -> str | None:
@@ -143,7 +120,7 @@ def device_work_problem(launches: list[dict], M: int, N: int, K: int) -> str | N
     if not launches:
         return ("no kernel was launched: gemm must compute C in a CUDA kernel (this lab grades "
                 "the kernel, not host code)")
-    t = _total(launches)
+    t = total_counters(launches)
     stored = t["global_store_elements"] + t["atomics"]
     if stored < M * N:
         return (f"the kernels stored {stored} element(s) to global memory, fewer than the "
@@ -157,94 +134,16 @@ def device_work_problem(launches: list[dict], M: int, N: int, K: int) -> str | N
     return None
 
 
-def modelled_seconds(launches: list[dict], flops: float, profile: str = PROFILE) -> dict:
-    """The lab's modelled time of a sequence of launches (module docstring): the sum of each
-    launch's kernel time with its grid counted as filling the GPU, never below ``flops`` at the
-    profile's FP32 peak. Also the same launches as launched (launch overhead included), for
-    the report. Returns {"seconds", "as_launched_s", "bound" (of the longest launch), "launches"
-    (per-launch dicts of the model)}."""
-    from kernellab.sim import model
-
-    p = model.get_profile(profile)
-    total, raw, per = 0.0, 0.0, []
-    for launch in launches:
-        c = dict(launch["counters"])
-        raw += model.modelled_time(c, p).seconds
-        c["blocks"] = max(int(c["blocks"]), p.sm_count)
-        mt = model.modelled_time(c, p)
-        total += mt.kernel_seconds
-        per.append({"name": launch["name"], "seconds": mt.kernel_seconds,
-                    "bound": mt.kernel_bound, "breakdown": mt.breakdown})
-    compute = flops / p.fp32_flops
-    bound = max(per, key=lambda d: d["seconds"])["bound"] if per else None
-    if compute > total:
-        total, bound = compute, "compute"
-    return {"seconds": total, "as_launched_s": raw, "bound": bound, "launches": per,
-            "compute_s": compute}
-
-
-def coalesced_fraction(launches: list[dict]) -> float:
-    """Bytes the threads asked for / bytes the 32-byte sectors moved, global loads and stores,
-    capped at 1 (a broadcast asks for one sector's bytes many times). 0 with no global access."""
-    t = _total(launches)
-    moved = 32 * (t["global_load_sectors"] + t["global_store_sectors"])
-    asked = t["global_load_bytes"] + t["global_store_bytes"]
-    return min(1.0, asked / moved) if moved else 0.0
-
-
-def _fmt_s(s: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
-        if s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
-
-
-def _traffic(launches: list[dict]) -> str:
-    t = _total(launches)
-    waves = t["shared_load_wavefronts"] + t["shared_store_wavefronts"]
-    reqs = t["shared_load_requests"] + t["shared_store_requests"]
-    conflict = f", {waves / reqs:.2f} wavefronts/request" if reqs else ""
-    return (f"{len(launches)} launch{'es' if len(launches) != 1 else ''}, "
-            f"{t['global_load_sectors']}+{t['global_store_sectors']} global sectors "
-            f"(load+store), {t['shared_load_wavefronts']}+{t['shared_store_wavefronts']} shared "
-            f"wavefronts{conflict}, {t['barriers']} barriers")
-
-
-class GemmCUDA(LabSpec):
+class GemmCUDA(CudaLab):
     lab_id = "gemm-cuda"
     title = "Shared-memory tiled GEMM in CUDA (numba-cuda)"
     notebook = "02_gemm_cuda.ipynb"
     functions = {"gemm": ("A", "B", "C")}
-    allowed_imports = frozenset({"numpy", "numba", "math"})
-    # numba.cuda and its types module (``numba.types`` is numba.core.types; numba.cuda has a
-    # ``types`` module of its own, and banning the name would ban ``numba.types`` too)
-    allowed_submodules = frozenset({"numba.cuda", "numba.cuda.types"})
     banned_names = frozenset({"gemm_naive", "gemm_golden", "gemm_abs_product", "gemm_v1",
                               "gemm_v2", "gemm_v3", "gemm_v4", "cupy", "cublas"})
-    codegen = "default"
     case_timeout_s = 60.0  # one correctness call on the simulator (65^3: about 1 s)
     first_call_timeout_s = 120.0  # the first launch compiles the kernel for a GPU (PTX)
     perf_timeout_s = 300.0
-
-    @property
-    def tier(self) -> str:
-        """``"gpu"`` or ``"sim"`` (:func:`kernellab.device.select_tier`); ``"unavailable"`` when
-        the tier asked for cannot be used (see :meth:`tier_problem`)."""
-        from kernellab import device
-
-        try:
-            return device.select_tier()
-        except device.DeviceError:
-            return "unavailable"
-
-    def tier_problem(self) -> str | None:
-        from kernellab import device
-
-        try:
-            device.select_tier()
-        except device.DeviceError as exc:
-            return f"this lab runs on the gpu or sim tier, and neither can be used here: {exc}"
-        return None
 
     # ------------------------------------------------------------------------- cases
     def cases(self, hidden: HiddenCases) -> list[Case]:
@@ -288,31 +187,6 @@ class GemmCUDA(LabSpec):
 
     def check(self, case: Case, data: CaseData, outputs: dict):
         return gemm_check(data, outputs)
-
-    # ------------------------------------------------- how the result was produced (sim)
-    def call_probe(self):
-        """Sim tier: capture the call's launches; fills ``{"tier": "sim", "launches": [...]}``.
-        GPU tier: ``{"tier": "gpu"}`` (no counters on a GPU)."""
-        import contextlib
-
-        from kernellab import device
-
-        @contextlib.contextmanager
-        def probe():
-            info: dict = {"tier": device.select_tier()}
-            if info["tier"] != "sim":
-                yield info
-                return
-            from kernellab import sim
-
-            opts = sim.options()
-            with sim.capture() as cap:
-                yield info
-            # the grader's worker always counts; a notebook with the stock executor or
-            # KERNELLAB_SIM_CHECKS=fast does not, and then nothing is checked
-            if opts.get("executor") == "kernellab" and opts.get("checks") == "full":
-                info["launches"] = [_launch_dict(s) for s in cap.launches]
-        return probe()
 
     def check_call(self, case: Case, data: CaseData, info: dict | None) -> str | None:
         if not info or info.get("tier") != "sim" or "launches" not in info:
@@ -376,8 +250,8 @@ class GemmCUDA(LabSpec):
             gemm_v1(dA, dB, dC1)
         return {
             "tier": "sim", "profile": plan["profile"], "n": n,
-            "submission": [_launch_dict(s) for s in cap.launches],
-            "naive": [_launch_dict(s) for s in cap_naive.launches],
+            "submission": [launch_dict(s) for s in cap.launches],
+            "naive": [launch_dict(s) for s in cap_naive.launches],
             "setup": {"description": f"sim tier, float32, M=N=K={n}, modelled on the "
                                      f"{plan['profile']} profile from counted traffic "
                                      "(deterministic), device arrays"},
@@ -490,15 +364,15 @@ class GemmCUDA(LabSpec):
             speedup = tn["seconds"] / ts["seconds"]
             eff = coalesced_fraction(sub)
             eff_naive = coalesced_fraction(naive)
-            t = _total(sub)
+            t = total_counters(sub)
             rules.append(RuleResult(
                 "modelled speedup over the naive kernel", speedup, MIN_MODELLED_SPEEDUP, ">=",
                 "x", speedup >= MIN_MODELLED_SPEEDUP,
                 f"{m['profile']} model, M=N=K={n}, each grid counted as filling the GPU, launch "
-                f"overhead excluded: naive {_fmt_s(tn['seconds'])} ({tn['bound']}-bound), yours "
-                f"{_fmt_s(ts['seconds'])} ({ts['bound']}-bound; {_traffic(sub)}); as launched at "
-                f"this size (launch overhead included): naive {_fmt_s(tn['as_launched_s'])}, "
-                f"yours {_fmt_s(ts['as_launched_s'])}"))
+                f"overhead excluded: naive {fmt_seconds(tn['seconds'])} ({tn['bound']}-bound), yours "
+                f"{fmt_seconds(ts['seconds'])} ({ts['bound']}-bound; {traffic_summary(sub)}); as launched at "
+                f"this size (launch overhead included): naive {fmt_seconds(tn['as_launched_s'])}, "
+                f"yours {fmt_seconds(ts['as_launched_s'])}"))
             rules.append(RuleResult(
                 "global memory coalesced", 100.0 * eff, 100.0 * MIN_COALESCED, ">=", "%",
                 eff >= MIN_COALESCED,
@@ -509,7 +383,7 @@ class GemmCUDA(LabSpec):
                 "column"))
         rules.append(RuleResult(
             "the product was computed by kernels", 0.0 if work else 1.0, 1.0, ">=", "",
-            work is None, work or f"{_traffic(sub)}; every element of C stored and every byte "
+            work is None, work or f"{traffic_summary(sub)}; every element of C stored and every byte "
                                   "of A and B read by kernels", scored=False))
         return rules
 

@@ -1,0 +1,147 @@
+"""What the CUDA labs share (``gemm-cuda``, ``softmax-cuda``): the tier they run on, the
+sim-tier probe of a correctness call (the launches it made and their counters), the launches'
+counters as JSON, and the modelled time of a sequence of launches (:mod:`kernellab.sim.model`)
+with the two normalisations every sim-tier speed rule uses (see :func:`modelled_seconds`)."""
+
+from __future__ import annotations
+
+from grader.spec import LabSpec
+
+#: The device profile sim-tier rules model on (kernellab.sim.model).
+PROFILE = "a100"
+
+#: Counters a launch reports back from the worker (kernellab.sim's COUNTER_KEYS that the rules
+#: and their details read).
+LAUNCH_COUNTERS = (
+    "blocks", "threads", "global_load_requests", "global_store_requests", "global_load_sectors",
+    "global_store_sectors", "global_load_bytes", "global_store_bytes", "global_load_elements",
+    "global_store_elements", "dram_read_bytes", "dram_write_bytes", "shared_load_requests",
+    "shared_store_requests", "shared_load_elements", "shared_store_elements",
+    "shared_load_wavefronts", "shared_store_wavefronts", "shared_bytes_per_block", "barriers",
+    "warp_syncs", "shuffles", "atomics",
+)
+
+
+def launch_dict(stats) -> dict:
+    """A :class:`kernellab.sim.engine.LaunchStats` as JSON: name, grid, block, counters."""
+    return {"name": str(stats.name), "grid": [int(x) for x in stats.grid],
+            "block": [int(x) for x in stats.block],
+            "counters": {k: int(stats.counters.get(k, 0)) for k in LAUNCH_COUNTERS}}
+
+
+def total_counters(launches: list[dict]) -> dict:
+    out = dict.fromkeys(LAUNCH_COUNTERS, 0)
+    for launch in launches:
+        for k in LAUNCH_COUNTERS:
+            v = int(launch["counters"][k])
+            out[k] = max(out[k], v) if k == "shared_bytes_per_block" else out[k] + v
+    return out
+
+
+def modelled_seconds(launches: list[dict], flops: float, profile: str = PROFILE) -> dict:
+    """The lab's modelled time of a sequence of launches (module docstring): the sum of each
+    launch's kernel time with its grid counted as filling the GPU, never below ``flops`` at the
+    profile's FP32 peak. Also the same launches as launched (launch overhead included), for
+    the report. Returns {"seconds", "as_launched_s", "bound" (of the longest launch), "launches"
+    (per-launch dicts of the model)}."""
+    from kernellab.sim import model
+
+    p = model.get_profile(profile)
+    total, raw, per = 0.0, 0.0, []
+    for launch in launches:
+        c = dict(launch["counters"])
+        raw += model.modelled_time(c, p).seconds
+        c["blocks"] = max(int(c["blocks"]), p.sm_count)
+        mt = model.modelled_time(c, p)
+        total += mt.kernel_seconds
+        per.append({"name": launch["name"], "seconds": mt.kernel_seconds,
+                    "bound": mt.kernel_bound, "breakdown": mt.breakdown})
+    compute = flops / p.fp32_flops
+    bound = max(per, key=lambda d: d["seconds"])["bound"] if per else None
+    if compute > total:
+        total, bound = compute, "compute"
+    return {"seconds": total, "as_launched_s": raw, "bound": bound, "launches": per,
+            "compute_s": compute}
+
+
+def coalesced_fraction(launches: list[dict]) -> float:
+    """Bytes the threads asked for / bytes the 32-byte sectors moved, global loads and stores,
+    capped at 1 (a broadcast asks for one sector's bytes many times). 0 with no global access."""
+    t = total_counters(launches)
+    moved = 32 * (t["global_load_sectors"] + t["global_store_sectors"])
+    asked = t["global_load_bytes"] + t["global_store_bytes"]
+    return min(1.0, asked / moved) if moved else 0.0
+
+
+def fmt_seconds(s: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+
+def traffic_summary(launches: list[dict]) -> str:
+    t = total_counters(launches)
+    waves = t["shared_load_wavefronts"] + t["shared_store_wavefronts"]
+    reqs = t["shared_load_requests"] + t["shared_store_requests"]
+    conflict = f", {waves / reqs:.2f} wavefronts/request" if reqs else ""
+    return (f"{len(launches)} launch{'es' if len(launches) != 1 else ''}, "
+            f"{t['global_load_sectors']}+{t['global_store_sectors']} global sectors "
+            f"(load+store), {t['shared_load_wavefronts']}+{t['shared_store_wavefronts']} shared "
+            f"wavefronts{conflict}, {t['barriers']} barriers")
+
+
+class CudaLab(LabSpec):
+    """A lab graded on the ``gpu`` tier with a GPU and on the ``sim`` tier without one."""
+
+    allowed_imports = frozenset({"numpy", "numba", "math"})
+    # numba.cuda and its types module (``numba.types`` is numba.core.types; numba.cuda has a
+    # ``types`` module of its own, and banning the name would ban ``numba.types`` too)
+    allowed_submodules = frozenset({"numba.cuda", "numba.cuda.types"})
+    codegen = "default"
+
+    @property
+    def tier(self) -> str:
+        """``"gpu"`` or ``"sim"`` (:func:`kernellab.device.select_tier`); ``"unavailable"`` when
+        the tier asked for cannot be used (see :meth:`tier_problem`)."""
+        from kernellab import device
+
+        try:
+            return device.select_tier()
+        except device.DeviceError:
+            return "unavailable"
+
+    def tier_problem(self) -> str | None:
+        from kernellab import device
+
+        try:
+            device.select_tier()
+        except device.DeviceError as exc:
+            return f"this lab runs on the gpu or sim tier, and neither can be used here: {exc}"
+        return None
+
+    # ------------------------------------------------- how the result was produced (sim)
+    def call_probe(self):
+        """Sim tier: capture the call's launches; fills ``{"tier": "sim", "launches": [...]}``.
+        GPU tier: ``{"tier": "gpu"}`` (no counters on a GPU)."""
+        import contextlib
+
+        from kernellab import device
+
+        @contextlib.contextmanager
+        def probe():
+            info: dict = {"tier": device.select_tier()}
+            if info["tier"] != "sim":
+                yield info
+                return
+            from kernellab import sim
+
+            opts = sim.options()
+            with sim.capture() as cap:
+                yield info
+            # the grader's worker always counts; a notebook with the stock executor or
+            # KERNELLAB_SIM_CHECKS=fast does not, and then nothing is checked
+            if opts.get("executor") == "kernellab" and opts.get("checks") == "full":
+                info["launches"] = [launch_dict(s) for s in cap.launches]
+        return probe()
+
