@@ -162,6 +162,74 @@ class KAware:
 
 
 @dataclass(frozen=True)
+class RowSoftmax:
+    """Element-wise bound for a row softmax ``y_i = exp(x_i - m) / sum_j exp(x_j - m)`` of rows
+    of length ``N``, computed with statistics in ``acc_dtype`` and written in ``out_dtype``.
+
+    ``|y_i - ref_i| <= rel_i * ref_i + floor`` with ::
+
+        rel_i = u_acc * (8 + 3.35 (t_i + ln N) + c sqrt(N)) + 2 u_out + u_ref
+        floor = max(ulp of out_dtype at 0, smallest normal of acc_dtype)
+
+    where ``t_i = m - x_i >= 0`` (``shift``, :func:`reference_kernels.reductions.softmax_shift`).
+    Derivation (first order in u = u_acc, each step a rounding of relative size <= u):
+
+    * ``fl(x_i - m)`` is off by at most ``u t_i``, which ``exp`` turns into a relative error
+      ``u t_i``; ``exp`` itself is within ``2 + 1.173 t_i`` ulp even in its fast form
+      (``__expf``; CUDA C++ Programming Guide, "Intrinsic Functions" table; the accurate
+      ``expf`` is within 2 ulp), and one ulp is at most ``2u`` relative: each term
+      ``e_i = exp(x_i - m)`` carries ``|eps_i| <= u (4 + 3.35 t_i)``.
+    * The sum ``s`` of the ``e_i`` inherits their weighted mean error
+      ``sum e_i |eps_i| / s <= u (4 + 3.35 E_p[t])`` where ``p = y`` and
+      ``E_p[t] = H(p) - ln s <= ln N`` (entropy at most ln N; ``s >= 1`` because the max term
+      is 1), plus its own rounding: ``c sqrt(N) u`` with ``c = 6`` (the probabilistic bound
+      of Higham & Mary, SIAM J. Sci. Comput. 41(5), 2019, as in :class:`KAware`; the terms
+      are positive, so ``sum |e_i| = s``).
+    * The division adds ``u``; the float64 reference ``u_ref``. Summing:
+      ``u (8 + 3.35 (t_i + ln N) + c sqrt(N)) + u_ref`` (the ``+1`` of the division is
+      absorbed in 8 = 4 + 4).
+    * Writing the output: ``2 u_out``, one ulp of the output dtype — the output must be
+      *faithfully* rounded (either neighbour of the exact value), so a correctly rounded
+      result uses at most half of this term. (With ``u_out`` alone, a float16 output that is
+      correctly rounded could use 100% of its budget and leave no margin, COURSE.md §5.)
+    * ``floor``: GPUs flush subnormal results of ``expf`` (``ex2.approx.ftz``) and of
+      fast-math division to zero, an absolute error below the smallest normal float32
+      (1.2e-38); a float16 output cannot resolve less than its smallest subnormal (6e-8).
+
+    A sum accumulated in float16 (u 8192x larger than float32's) misses this bound on long
+    rows: one ulp of output rounding is then the only float16-sized term allowed.
+    """
+
+    N: int
+    acc_dtype: str
+    out_dtype: str
+    shift: np.ndarray = field(repr=False, compare=False, default=None)
+    c: float = 6.0
+    ref_dtype: str = "float64"
+    name: str = "row-softmax"
+
+    def relative(self) -> np.ndarray:
+        if self.shift is None:
+            raise SpecError("RowSoftmax needs shift = m - x (float64, >= 0)")
+        u = unit_roundoff(self.acc_dtype)
+        t = np.asarray(self.shift, dtype=np.float64)
+        return (u * (8.0 + 3.35 * (t + math.log(max(self.N, 1))) + self.c * math.sqrt(self.N))
+                + 2.0 * unit_roundoff(self.out_dtype) + unit_roundoff(self.ref_dtype))
+
+    def floor(self) -> float:
+        out, acc = _finfo(self.out_dtype), _finfo(self.acc_dtype)
+        return max(float(out.smallest_subnormal), float(acc.smallest_normal))
+
+    def bounds(self, ref: np.ndarray) -> tuple[np.ndarray, float, float]:
+        return self.relative() * np.abs(ref) + self.floor(), self.floor(), 0.0
+
+    def describe(self) -> str:
+        return (f"row softmax: |err| <= u_{np.dtype(self.acc_dtype).name}*(8 + 3.35*(m - x + "
+                f"ln N) + {self.c:g}*sqrt(N={self.N}))*y + 2u_{np.dtype(self.out_dtype).name}*y "
+                f"+ {self.floor():.2g}")
+
+
+@dataclass(frozen=True)
 class Exact:
     """Every element equal (integer kernels)."""
 

@@ -9,6 +9,7 @@ import importlib
 LABS = {
     "gemm-cpu": "grader.labs.gemm_cpu:GemmCPU",
     "gemm-cuda": "grader.labs.gemm_cuda:GemmCUDA",
+    "softmax-cuda": "grader.labs.softmax_cuda:SoftmaxCUDA",
 }
 
 

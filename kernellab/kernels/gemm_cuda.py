@@ -107,6 +107,7 @@ import numpy as np
 import kernellab  # noqa: F401  (chooses the gpu/sim tier before numba.cuda is imported)
 from numba import cuda, float32
 
+from kernellab.kernels._cuda_args import is_device_array
 from kernellab.kernels._gemm_args import gemm_shapes
 
 __all__ = ["gemm_v1", "gemm_v2", "gemm_v3", "gemm_v4", "LADDER", "KERNELS", "gemm_flops",
@@ -398,15 +399,10 @@ def expected_counters(version, M: int, N: int, K: int) -> dict:
 _F32 = np.dtype(np.float32)
 
 
-def _is_device_array(x) -> bool:
-    """A numba device array (``cuda.to_device``; the simulator's FakeCUDAArray included)."""
-    return bool(cuda.devicearray.is_cuda_ndarray(x))
-
-
 def _check(A, B, C):
     """Validate the arguments; return (A, B, C) with numpy ones C-ordered (C may be a copy)."""
     for name, X in (("A", A), ("B", B), ("C", C)):
-        if not (isinstance(X, np.ndarray) or _is_device_array(X)):
+        if not (isinstance(X, np.ndarray) or is_device_array(X)):
             raise TypeError(f"{name} must be a numpy array or a numba device array, "
                             f"got {type(X).__name__}")
     gemm_shapes(A, B, C)
@@ -440,15 +436,15 @@ def _ladder_launcher(name: str):
         if M == 0 or N == 0:
             return None
         if K == 0:                         # empty sum: no kernel (and no zero-size copies)
-            if _is_device_array(C):
+            if is_device_array(C):
                 C.copy_to_device(np.zeros((M, N), _F32))
             else:
                 C[...] = 0
             return None
         grid, block = config(M, N, K)
-        dA = A if _is_device_array(A) else cuda.to_device(A)
-        dB = B if _is_device_array(B) else cuda.to_device(B)
-        if _is_device_array(C):
+        dA = A if is_device_array(A) else cuda.to_device(A)
+        dB = B if is_device_array(B) else cuda.to_device(B)
+        if is_device_array(C):
             kern[grid, block](dA, dB, C)
             return None
         # Host C: copy it in (elements a wrong kernel leaves alone keep their values, NaN for
