@@ -45,6 +45,7 @@ bench-sim: $(STAMP)
 
 release: $(STAMP)
 	$(VENV)/bin/kernellab release
+	$(VENV)/bin/kernellab coverage --write
 
 # The GPU check: run on a machine with an NVIDIA GPU and numpy, numba, numba-cuda, cupy already
 # installed (no network): it uses the interpreter it finds and the source tree, installs

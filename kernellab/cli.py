@@ -1,4 +1,4 @@
-"""The ``kernellab`` command: ``doctor``, ``list``, ``grade``, ``release``.
+"""The ``kernellab`` command: ``doctor``, ``list``, ``grade``, ``release``, ``coverage``.
 
 Exit status: 0 success (``grade``: every check passed); 1 a check failed (``grade``: the
 submission failed something; ``release --check``: labs out of date); 2 a usage error (unknown
@@ -51,6 +51,18 @@ def cmd_release(args) -> int:
     status, msgs = release(Path(args.root) if args.root else _project_root(), check=args.check)
     for m in msgs:
         print(m)
+    return status
+
+
+def cmd_coverage(args) -> int:
+    from grader import coverage
+
+    if not (args.write or args.check):
+        print(coverage.markdown())
+        return 0
+    root = Path(args.root) if args.root else _project_root()
+    status, msg = coverage.update_readme(root / "README.md", check=args.check)
+    print(msg)
     return status
 
 
@@ -134,6 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--check", action="store_true", help="only verify labs/ is up to date")
     r.add_argument("--root", help="course checkout (default: current directory)")
     r.set_defaults(func=cmd_release)
+    c = sub.add_parser("coverage", help="the labs' dtype-coverage matrix (from the lab specs)")
+    c.add_argument("--write", action="store_true", help="write it into README.md")
+    c.add_argument("--check", action="store_true", help="only verify README.md's copy")
+    c.add_argument("--root", help="course checkout (default: current directory)")
+    c.set_defaults(func=cmd_coverage)
     return p
 
 
