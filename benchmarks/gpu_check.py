@@ -7,16 +7,19 @@ What it does, in well under five minutes on a current GPU:
 
 1. the tier is ``gpu`` (the driver probe and numba-cuda agree); the device, its nominal FP32
    peak (:func:`kernellab.machine.gpu_info`) and the versions;
-2. every GPU lab's solution (today: ``gemm-cuda``, ``solutions/02_gemm_cuda.ipynb``) in this
-   process: all visible cases against the float64 reference, then the lab's own gpu-tier
-   performance measurement and rules (CUDA events, interleaved with the naive kernel and
-   cupy.matmul); then the real grader (``grader.runner.grade``: sandboxed worker, gpu tier),
-   whose verdict must be PASS;
+2. every GPU lab's solution (``gemm-cuda``, ``softmax-cuda``: ``solutions/NN_*.ipynb``) in
+   this process: all visible cases against the float64 reference, then the lab's own gpu-tier
+   performance measurement and rules (CUDA events, interleaved with its baselines: the naive
+   kernel and cupy.matmul; the three-pass softmax and a device copy); then the real grader
+   (``grader.runner.grade``: sandboxed worker, gpu tier), whose verdict must be PASS;
 3. chapter 2's ladder v1..v4 and the lab solution against cupy.matmul (cuBLAS) at
    M = N = K = ``LADDER_N``: correctness at ragged sizes against the float64 reference and at
    ``LADDER_N`` by Freivalds' check, then CUDA-event timings (one warm-up call each,
    ``ROUNDS`` interleaved rounds, fresh device inputs per call, medians): GFLOP/s, speedup
-   over v1, % of cuBLAS, % of the FP32 peak.
+   over v1, % of cuBLAS, % of the FP32 peak;
+4. chapter 3's reduction ladder v1..v7 on ``REDUCE_N`` float32
+   (:func:`kernellab.kernels.reduce_cuda.measure_gpu`): GB/s of each version against a
+   device-to-device copy of the same bytes, every result checked against its error bound.
 
 It prints a table and the same figures as JSON (also written to ``--json``, default
 ``benchmarks/results/gpu_check.json``). Exit status 0 when every check passes, 1 when one fails;
@@ -48,6 +51,10 @@ ROUNDS = 5
 RAGGED = [(1, 1, 1), (33, 65, 127), (257, 129, 65)]
 RAGGED_SIM = [(1, 1, 1), (33, 17, 20)]  # --simulate: the simulator's cost grows with M*N*K
 BUDGET_S = 300.0
+REDUCE_N = 1 << 26          # 256 MB of float32: far beyond any L2
+#: --simulate: the gpu-tier measurement of each lab on tiny sizes
+SIM_PLANS = {"gemm-cuda": {"tier": "gpu", "n": 32, "rounds": 2},
+             "softmax-cuda": {"tier": "gpu", "M": 3, "N": 40, "rounds": 2}}
 
 
 def _versions() -> dict:
@@ -108,9 +115,11 @@ def check_lab(spec, solution: Path, *, simulate: bool, tmp: Path, say) -> dict:
     from grader.runner import check_case, grade, recheck
     from grader.spec import HiddenCases
 
+    import inspect
+
     out = {"lab": spec.lab_id, "solution": str(solution.relative_to(ROOT))}
     mod = load_solution(solution)
-    fn = getattr(mod, next(iter(spec.functions)))
+    namespace = {name: getattr(mod, name) for name in spec.functions}
     cases = spec.cases(HiddenCases())
     results = []
     for case in cases:
@@ -119,7 +128,7 @@ def check_lab(spec, solution: Path, *, simulate: bool, tmp: Path, say) -> dict:
         arrays.update(data.allocate_outputs())
         try:
             with spec.call_probe() as info:
-                fn(*[arrays[n] for n in data.call])
+                namespace[spec.case_function(case)](*[arrays[n] for n in data.call])
             r = {"ok": True, "arrays": arrays, "info": info}
         except Exception as exc:  # noqa: BLE001 - reported, not raised
             r = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
@@ -130,12 +139,14 @@ def check_lab(spec, solution: Path, *, simulate: bool, tmp: Path, say) -> dict:
     out["case_errors"] = [r for r in results if not r["passed"]]
     say(f"  {spec.lab_id}: {out['cases_passed']}/{out['cases_total']} cases pass")
     if simulate:  # the gpu-tier measurement, on the simulator with a wall clock
-        plan = {"tier": "gpu", "n": 32, "rounds": 2}
-        cublas, _ = _baseline(True)
-        measured = spec.measure({"gemm": fn}, plan, tmp, clock="wall", cublas=cublas)
+        plan = SIM_PLANS[spec.lab_id]
+        kw = {"clock": "wall"}
+        if "cublas" in inspect.signature(spec.measure).parameters:
+            kw["cublas"] = _baseline(True)[0]
+        measured = spec.measure(namespace, plan, tmp, **kw)
     else:
         plan = spec.perf_plan()
-        measured = spec.measure({"gemm": fn}, plan, tmp)
+        measured = spec.measure(namespace, plan, tmp)
     rules = spec.perf_rules(measured)
     after = recheck(spec, plan, measured["recheck"], tmp)
     out["performance"] = {"setup": measured["setup"]["description"],
@@ -325,6 +336,26 @@ def main(argv=None) -> int:
         say(f"  FAIL: {lad['error']}")
         ok = False
     report["ladder"] = lad
+
+    say("\nchapter 3 reduction ladder vs a device copy:")
+    if args.simulate:
+        red = {"skipped": "the sim tier has no clock (kernellab.kernels.reduce_cuda.measure_gpu "
+                          "needs a GPU)"}
+        say(f"  skipped: {red['skipped']}")
+    else:
+        try:
+            from kernellab.kernels.reduce_cuda import measure_gpu
+
+            red = measure_gpu(REDUCE_N, rounds=ROUNDS)
+            say(f"  n = {red['n']} float32, copy {red['copy_gbps']:.0f} GB/s (8n bytes / median)")
+            for name, gbps in red["gbps"].items():
+                say(f"  {name:<24} {gbps:>8.1f} GB/s  {red['fraction_of_copy'][name]:>6.1%} of "
+                    "the copy")
+        except Exception as exc:  # noqa: BLE001 - a failed check, reported in one line
+            red = {"error": f"{type(exc).__name__}: {exc}"}
+            say(f"  FAIL: {red['error']}")
+            ok = False
+    report["reduction_ladder"] = red
     report["seconds"] = round(time.perf_counter() - t_start, 1)
     report["passed"] = bool(ok)
     if report["seconds"] > BUDGET_S:

@@ -46,12 +46,16 @@ def test_simulated_run_covers_the_labs_and_the_ladder(tmp_path):
     assert "gpu-check: PASS" in r.stdout and "% cuBLAS" in r.stdout
     d = json.loads(out.read_text())
     assert d["simulated"] is True and d["passed"] is True
-    (labrep,) = d["labs"]
-    assert labrep["lab"] == "gemm-cuda" and labrep["ok"] is True
-    assert labrep["cases_passed"] == labrep["cases_total"] > 0
-    assert labrep["performance"]["recheck_passed"] is True
-    assert [r["name"] for r in labrep["performance"]["rules"]][0] == \
-        "measured speedup over the naive kernel"
+    labs = {x["lab"]: x for x in d["labs"]}
+    assert list(labs) == ["gemm-cuda", "softmax-cuda"]
+    first_rule = {"gemm-cuda": "measured speedup over the naive kernel",
+                  "softmax-cuda": "bandwidth vs a device copy"}
+    for name, labrep in labs.items():
+        assert labrep["ok"] is True, labrep
+        assert labrep["cases_passed"] == labrep["cases_total"] > 0
+        assert labrep["performance"]["recheck_passed"] is True
+        assert labrep["performance"]["rules"][0]["name"] == first_rule[name]
+    assert "skipped" in d["reduction_ladder"]
     kernels = [row["kernel"] for row in d["ladder"]["rows"]]
     assert kernels == ["v1 naive", "v2 coalesced", "v3 shared tiles", "v4 register tiles",
                        "lab 2 solution", "cupy.matmul (cuBLAS)"]
@@ -83,14 +87,17 @@ spec = importlib.util.spec_from_file_location("gpu_check", sys.argv[1])
 gc = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gc)
 from grader.labs import all_specs
-import grader.runner, grader.labs.gemm_cuda, grader.labs.gemm_cpu
+import grader.runner, grader.labs.gemm_cuda, grader.labs.gemm_cpu, grader.labs.softmax_cuda
 from kernellab import machine, numerics, timing, threads
-from kernellab.kernels import gemm_cuda
-assert [s.lab_id for s in all_specs() if s.tier != "cpu"] == ["gemm-cuda"]
-assert all_specs()[1].perf_plan()["tier"] == "gpu"
+from kernellab.kernels import gemm_cuda, softmax_cuda, reduce_cuda
+assert [s.lab_id for s in all_specs() if s.tier != "cpu"] == ["gemm-cuda", "softmax-cuda"]
+assert all(s.perf_plan()["tier"] == "gpu" for s in all_specs() if s.tier != "cpu")
 threads.status()
 mod = gc.load_solution(gc.ROOT / "solutions" / "02_gemm_cuda.ipynb")
 assert callable(mod.gemm)
+mod3 = gc.load_solution(gc.ROOT / "solutions" / "03_softmax_cuda.ipynb")
+assert callable(mod3.row_sum) and callable(mod3.softmax)
+assert callable(reduce_cuda.measure_gpu)
 from numba.cuda.core import config
 assert not config.ENABLE_CUDASIM
 leaked = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
