@@ -23,6 +23,9 @@ Tolerance policies
   lower precision (u 2**13 times larger for fp16 than fp32) fails by orders of magnitude.
   ``u_ref`` is the reference's own rounding (it is computed in finite
   precision too); ``u_out`` covers the final rounding to the output dtype.
+* :class:`RowSoftmax` — a row softmax with float32 statistics: a relative bound that grows with
+  ``m - x_i``, ``ln N`` and ``sqrt(N)``, plus one ulp of the output dtype (derived in its
+  docstring).
 * :class:`Exact` — integers: every element equal.
 
 A reference whose typical magnitude does not dwarf the policy's ``atol`` is an error in the lab

@@ -1444,6 +1444,13 @@ COUNTER_KEYS = (
     "shared_bytes_per_block", "barriers", "warp_syncs", "shuffles", "votes", "atomics", "flops",
 )
 
+# Per launch: ``*_requests`` are warp-level memory instructions; ``*_elements`` the thread
+# accesses they carry (elements / requests = active lanes per request: 32 for a full warp, fewer
+# under divergence); ``global_*_sectors`` the 32-byte sectors they touch; ``shared_*_wavefronts``
+# the passes through the 32 banks (wavefronts / requests = bank-conflict degree);
+# ``dram_*_bytes`` each distinct sector once (compulsory traffic); ``shuffles``/``votes``/
+# ``warp_syncs`` warp collectives; ``atomics`` atomic operations; ``flops`` is left for callers.
+
 SHARED_KEYS = ("shared_load_requests", "shared_store_requests", "shared_load_elements",
                "shared_store_elements", "shared_load_wavefronts", "shared_store_wavefronts")
 
