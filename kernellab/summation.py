@@ -71,7 +71,7 @@ __all__ = [
     "DTYPES", "METHODS", "working_dtype", "to_working", "round_to",
     "sum_sequential", "sum_pairwise", "sum_kahan", "sum_tree", "sum_numpy_order", "summation",
     "exact_sum", "relative_error", "gamma", "error_depth", "error_bound",
-    "measure", "stall_demo", "plot_errors", "tree_vs_numpy",
+    "measure", "stall_demo", "plot_errors", "tree_vs_numpy", "CHAPTER_NS", "CHAPTER_SEED",
 ]
 
 #: Working precisions, by name.
@@ -85,6 +85,12 @@ _MODE = {"float32": 0, "float16": 1, "bfloat16": 2}
 
 #: numpy's pairwise-sum block (``PW_BLOCKSIZE``, numpy PR #3685).
 NUMPY_BLOCK = 128
+
+#: The n of chapter 3's precision plot (``measure(CHAPTER_NS, seed=CHAPTER_SEED)``): the chapter
+#: and tests/test_chapter3.py take them from here, so the test checks the figure the chapter draws.
+CHAPTER_NS = (10**3, 10**4, 10**5, 10**6, 10**7)
+#: The seed of chapter 3's precision plot.
+CHAPTER_SEED = 0
 
 
 # --------------------------------------------------------------------------- rounding (numba)
@@ -548,7 +554,7 @@ def _data(n: int, seed: int, distribution: str) -> np.ndarray:
     raise ValueError(f"unknown distribution {distribution!r}; expected 'uniform' or 'normal'")
 
 
-def measure(ns=(10**3, 10**4, 10**5, 10**6, 10**7), dtypes=DTYPES, methods=METHODS,
+def measure(ns=CHAPTER_NS, dtypes=DTYPES, methods=METHODS,
             seed: int = 0, distribution: str = "uniform", threads: int = 256) -> list[dict]:
     """Relative error of each (n, dtype, method) against ``math.fsum``, with its Higham bound.
 
