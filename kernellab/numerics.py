@@ -52,11 +52,16 @@ class SpecError(ValueError):
     """A lab specification is unsound (e.g. its reference values are too small for its atol)."""
 
 
-def _finfo(dtype):
+def finfo(dtype):
+    """``np.finfo`` that also knows ``ml_dtypes.bfloat16`` (through ``ml_dtypes.finfo``).
+    Raises ValueError for non-float dtypes."""
     dtype = np.dtype(dtype)
     if _BF16 is not None and dtype == _BF16:
         return ml_dtypes.finfo(dtype)
     return np.finfo(dtype)
+
+
+_finfo = finfo
 
 
 def unit_roundoff(dtype) -> float:

@@ -104,7 +104,7 @@ sequential sums and the log-depth merge tree are no worse than one sequential su
 
       |y_kernel - y| <= |gamma| * c sqrt(N) u * (s / sd') * (1 + |x - mu| / (2 sd'))
                         + 8 u_fp32 * (|gamma| |x - mu| / sd' + |beta|)
-                        + u_out * |y| + (half the smallest subnormal of Y's dtype)
+                        + 2 u_out * |y| + (half the smallest subnormal of Y's dtype)
 
   For standard normal rows (s = sd' = 1) and N = 1000 that is about 1e-5 (1 + |x|/2): an
   unbiased variance (1/(N-1)) is already 5e-4 off and fails. For mean 1e4, std 1 it grows to
@@ -115,7 +115,12 @@ sequential sums and the log-depth merge tree are no worse than one sequential su
   (1/2 each), the sqrt and the divide (1 each); then two multiplies (1 each) and the output
   rounding: 5.5 u_fp32, rounded up to 6::
 
-      |y_kernel - y| <= |y| * (c sqrt(N) u / 2 + 6 u_fp32 + u_out) + (half the smallest subnormal)
+      |y_kernel - y| <= |y| * (c sqrt(N) u / 2 + 6 u_fp32 + 2 u_out) + (half the smallest subnormal)
+
+The output term is one ulp of Y's dtype (``2 u_out``), not half: the output must be *faithfully*
+rounded (either neighbour of the exact value), so a correctly rounded result uses at most half
+of it and a float16 output keeps a margin (COURSE.md §5; the same rule as
+``kernellab.numerics.RowSoftmax``).
 
 Sources: J. L. Ba, J. R. Kiros & G. E. Hinton, "Layer Normalization", arXiv:1607.06450 (2016);
 B. Zhang & R. Sennrich, "Root Mean Square Layer Normalization", NeurIPS 2019, arXiv:1910.07467;
@@ -138,7 +143,7 @@ import kernellab  # noqa: F401  (chooses the gpu/sim tier before numba.cuda is i
 from numba import cuda, float32
 
 from kernellab.kernels._cuda_args import is_device_array
-from kernellab.numerics import unit_roundoff
+from kernellab.numerics import finfo, unit_roundoff
 
 __all__ = ["layernorm", "rmsnorm", "layernorm_kernel", "rmsnorm_kernel", "launch_config",
            "default_threads", "layernorm_tolerance", "rmsnorm_tolerance", "NormTolerance",
@@ -561,7 +566,7 @@ def _rows64(X) -> np.ndarray:
 
 
 def _out_floor(out_dtype) -> float:
-    fi = np.finfo(np.dtype(out_dtype))
+    fi = finfo(out_dtype)          # bfloat16 too: chapter 3's CPU-side bf16 checks
     return 0.5 * float(fi.smallest_subnormal)
 
 
@@ -569,7 +574,7 @@ def layernorm_tolerance(X, gamma=None, beta=None, eps: float = 1e-5, out_dtype=N
                         c: float = 6.0) -> NormTolerance:
     """Per-element bound on |LayerNorm kernel - golden| for inputs X (R, N) (module docstring,
     "Accuracy"): ``|gamma| c sqrt(N) u (s/sd')(1 + |x-mu|/(2 sd')) + 8 u32 (|gamma||x-mu|/sd' +
-    |beta|) + u_out |y| + floor``. ``out_dtype`` defaults to X's dtype; statistics in float32."""
+    |beta|) + 2 u_out |y| + floor``. ``out_dtype`` defaults to X's dtype; statistics in float32."""
     x = _rows64(X)
     out_dtype = np.dtype(out_dtype or np.asarray(X).dtype)
     R, N = x.shape
@@ -586,16 +591,16 @@ def layernorm_tolerance(X, gamma=None, beta=None, eps: float = 1e-5, out_dtype=N
     y = (x - mu) / sdp * g + b
     stat = c * math.sqrt(N) * u * (scale / sdp) * (1.0 + dev / (2.0 * sdp))
     bound = (np.abs(g) * stat + 8.0 * u32 * (np.abs(g) * dev / sdp + np.abs(b))
-             + u_out * np.abs(y) + _out_floor(out_dtype))
+             + 2.0 * u_out * np.abs(y) + _out_floor(out_dtype))
     desc = (f"layernorm: |err| <= |gamma|*{c:g}*sqrt(N={N})*u*(s/sd')*(1+|x-mu|/(2sd')) "
-            f"+ 8*u_fp32*(|gamma||x-mu|/sd'+|beta|) + u_{out_dtype.name}*|y|")
+            f"+ 8*u_fp32*(|gamma||x-mu|/sd'+|beta|) + 2u_{out_dtype.name}*|y|")
     return NormTolerance(bound, desc, "layernorm")
 
 
 def rmsnorm_tolerance(X, g=None, eps: float = 1e-6, out_dtype=None,
                       c: float = 6.0) -> NormTolerance:
     """Per-element bound on |RMSNorm kernel - golden| (module docstring, "Accuracy"):
-    ``|y| (c sqrt(N) u / 2 + 6 u32 + u_out) + floor``."""
+    ``|y| (c sqrt(N) u / 2 + 6 u32 + 2 u_out) + floor``."""
     x = _rows64(X)
     out_dtype = np.dtype(out_dtype or np.asarray(X).dtype)
     R, N = x.shape
@@ -604,7 +609,7 @@ def rmsnorm_tolerance(X, g=None, eps: float = 1e-6, out_dtype=None,
     u = u32 + unit_roundoff(np.float64)
     u_out = unit_roundoff(out_dtype)
     y = x / np.sqrt(np.mean(x * x, axis=1, keepdims=True) + float(eps)) * gg
-    rel = c * math.sqrt(N) * u / 2.0 + 6.0 * u32 + u_out
+    rel = c * math.sqrt(N) * u / 2.0 + 6.0 * u32 + 2.0 * u_out
     bound = np.abs(y) * rel + _out_floor(out_dtype)
-    desc = (f"rmsnorm: |err| <= |y|*({c:g}*sqrt(N={N})*u/2 + 6*u_fp32 + u_{out_dtype.name})")
+    desc = (f"rmsnorm: |err| <= |y|*({c:g}*sqrt(N={N})*u/2 + 6*u_fp32 + 2u_{out_dtype.name})")
     return NormTolerance(bound, desc, "rmsnorm")
