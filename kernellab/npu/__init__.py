@@ -1,0 +1,52 @@
+"""``kernellab.npu``: an Ascend-C-style AI-core simulator with a deterministic cost model
+(NPU.md; issue 5). Students write kernels in Python with Ascend C *concepts* and public API
+names in snake_case (re-implemented; this is not Ascend C), run them on NumPy, and get a cycle
+count, a per-pipe trace and roofline figures that are the same on every machine.
+
+    import numpy as np
+    from kernellab import npu
+    from kernellab.npu import asc
+
+    @asc.kernel(core="aiv")
+    def add_kernel(x, y, z, n):
+        ...                                   # TPipe, TQue, data_copy, asc.add, ...
+
+    res = npu.launch(add_kernel, 48, (x, y, z, n), machine="ascend910b-like@1")
+    print(res.summary()); res.trace.gantt("aiv0"); res.trace.to_chrome("add.json")
+
+Two phases (NPU.md §0.2): the kernel runs once per block, executing every call with NumPy in
+program order and recording it (:mod:`~kernellab.npu.asc`, :mod:`~kernellab.npu.record`);
+then :mod:`~kernellab.npu.timing` replays the records on the machine card
+(:mod:`~kernellab.npu.machine`): in-order pipes ordered by the flags the queues lower to,
+DMA with latency and per-core caps, HBM shared by water-filling, an LRU L2.
+
+Modules: ``machine`` (cards, ``platform_info``), ``tensors`` (positions, GM/local tensors),
+``memory`` (on-chip buffers, GM), ``runtime`` (per-block context, queue state machine),
+``asc`` (the kernel API), ``record``, ``timing``, ``trace`` (Gantt, Chrome JSON), ``result``
+(``RunResult``), ``launch``, ``errors``.
+
+Not in v1 (NPU.md lists them; the simulator raises or lacks them):
+
+* the raw-flag API (``set_flag``/``wait_flag``/``pipe_barrier`` in kernels) and the
+  vector-clock race detector (``DataRaceError``); TBuf accesses are therefore not ordered
+  between pipes by the timing model;
+* cross-core flags, mix kernels (1 AIC + 2 AIV) and the baton scheduler; GM workspaces;
+* the repeat/mask/stride form of vector ops (count form only), ``select``/``compare``/
+  ``gather``, ``get_value``/``set_value``;
+* ``asc.adv.Matmul`` and the host matmul tiling heuristic; ``TQueBind``, ``TBufPool``;
+* UB->L1 copies, ``strict_fractal`` byte-exact NZ storage (L1/L0 tensors are stored as padded
+  row-major 2-D blocks with a format tag), the coupled (910A-like) preset.
+"""
+
+from kernellab.npu import asc, errors
+from kernellab.npu.asc import tiling_struct
+from kernellab.npu.errors import NPUError
+from kernellab.npu.launch import launch, retime
+from kernellab.npu.machine import (DEFAULT_MACHINE, PRESETS, MachineConfig, PlatformInfo,
+                                   describe, get_machine, platform_info)
+from kernellab.npu.result import RunResult
+from kernellab.npu.trace import Trace
+
+__all__ = ["asc", "errors", "NPUError", "launch", "retime", "tiling_struct", "MachineConfig",
+           "PlatformInfo", "PRESETS", "DEFAULT_MACHINE", "get_machine", "platform_info",
+           "describe", "RunResult", "Trace"]

@@ -1,0 +1,175 @@
+"""Errors of the NPU simulator (NPU.md §3.8).
+
+Every error is raised while the kernel runs functionally (Phase A) at the API call that breaks
+the rule, unless noted, and its message names the user's source line (``file.py:42: <code>``),
+so a student can read it without a debugger. The classes mirror what Huawei's msSanitizer
+reports on real hardware (memcheck: illegal read/write, misalignment, multi-core corruption,
+leaks, illegal free; initcheck; synccheck), so the vocabulary transfers.
+
+All of them subclass :class:`NPUError`; ``kind`` is a short machine-readable name the grader
+prints (``"ub-overflow"``, ``"use-before-deque"`` ...).
+"""
+
+from __future__ import annotations
+
+
+class NPUError(Exception):
+    """Base class of every simulator error. ``kind`` is a short machine-readable name."""
+
+    kind = "npu-error"
+
+
+class BufferOverflowError(NPUError):
+    """``init_buffer`` / ``TBuf`` allocations (after alignment) exceed an on-chip buffer.
+    The message carries the allocation table (name, offset, bytes) and the budget."""
+
+    kind = "buffer-overflow"
+
+
+class UBOverflowError(BufferOverflowError):
+    """Unified Buffer (VECIN/VECOUT/VECCALC) overflow."""
+
+    kind = "ub-overflow"
+
+
+class L1OverflowError(BufferOverflowError):
+    """L1 buffer (A1/B1) overflow."""
+
+    kind = "l1-overflow"
+
+
+class L0AOverflowError(BufferOverflowError):
+    """L0A buffer (A2) overflow."""
+
+    kind = "l0a-overflow"
+
+
+class L0BOverflowError(BufferOverflowError):
+    """L0B buffer (B2) overflow."""
+
+    kind = "l0b-overflow"
+
+
+class L0COverflowError(BufferOverflowError):
+    """L0C buffer (CO1) overflow."""
+
+    kind = "l0c-overflow"
+
+
+class AlignmentError(NPUError):
+    """An address or length breaks an alignment rule: UB/L1 32 B, L0A/L0B 512 B, L0C 64 B,
+    ``data_copy`` lengths a multiple of 32 B (use ``data_copy_pad`` for tails)."""
+
+    kind = "alignment"
+
+
+class PositionError(NPUError):
+    """An illegal data path or operand position (GM->A2 by ``data_copy``, a vector op on an
+    L1 tensor, ``mmad`` operands not in A2/B2/CO1, a cube buffer on a vector core ...)."""
+
+    kind = "illegal-position"
+
+
+class QueueStateError(NPUError):
+    """Base of the queue state-machine errors (FREE -> ALLOCATED -> ENQUEUED -> DEQUEUED)."""
+
+    kind = "queue-state"
+
+
+class UseBeforeDequeError(QueueStateError):
+    """A consumer pipe read a tensor that was not ``deque``-d yet (missing enque/deque)."""
+
+    kind = "use-before-deque"
+
+
+class WriteAfterEnqueError(QueueStateError):
+    """A tensor was written after it was ``enque``-d (the consumer may already be reading it)."""
+
+    kind = "write-after-enque"
+
+
+class UseAfterFreeError(QueueStateError):
+    """A tensor was accessed after ``free_tensor``."""
+
+    kind = "use-after-free"
+
+
+class DoubleFreeError(QueueStateError):
+    """``free_tensor`` of a tensor that is already free."""
+
+    kind = "double-free"
+
+
+class QueueDeadlockError(QueueStateError):
+    """A queue call that would wait forever: ``alloc_tensor`` with every block held (no free can
+    happen, the program runs in order), ``deque`` of an empty queue, ``enque`` beyond the
+    queue's depth, more than 8 outstanding allocations per position."""
+
+    kind = "queue-deadlock"
+
+
+class LeakError(QueueStateError):
+    """At kernel end, tensors were never freed (or never dequeued)."""
+
+    kind = "leak"
+
+
+class MultiplePipeError(NPUError):
+    """More than one ``TPipe`` in one kernel."""
+
+    kind = "multiple-pipe"
+
+
+class ShapeError(NPUError, ValueError):
+    """A count, shape or size is wrong: count larger than a tensor, mmad shapes beyond the L0
+    tensors, a GM sub-tensor of negative length ..."""
+
+    kind = "shape"
+
+
+class DTypeError(NPUError, TypeError):
+    """Operand dtypes that do not match, or a dtype the operation does not support."""
+
+    kind = "dtype"
+
+
+class OutOfBoundsError(NPUError, IndexError):
+    """A GM access (sub-tensor, slice or copy) beyond the global tensor."""
+
+    kind = "out-of-bounds"
+
+
+class MultiCoreWriteConflict(NPUError):
+    """Two blocks wrote overlapping bytes of one GM argument (checked after Phase A; mirrors
+    msSanitizer's "multi-core corruption")."""
+
+    kind = "multi-core-write-conflict"
+
+
+class UninitializedReadError(NPUError):
+    """A read of on-chip bytes never written since the buffer was carved (``strict=True``)."""
+
+    kind = "uninitialized-read"
+
+
+class UninitializedReadWarning(NPUError, UserWarning):
+    """The warning form of :class:`UninitializedReadError` (the default, ``strict=False``)."""
+
+    kind = "uninitialized-read"
+
+
+class DeadlockError(NPUError):
+    """Phase B: a ``wait_flag`` that never fires (the pipe heads are in the message)."""
+
+    kind = "deadlock"
+
+
+class LaunchError(NPUError, ValueError):
+    """A bad ``launch`` call: block_dim out of range, an argument of an unsupported type, an
+    API call outside a kernel."""
+
+    kind = "launch"
+
+
+__all__ = [name for name, obj in dict(globals()).items()
+           if isinstance(obj, type) and issubclass(obj, NPUError)]

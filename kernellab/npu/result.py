@@ -1,0 +1,142 @@
+"""``RunResult``: what one launch reports (NPU.md §3.9).
+
+Definitions (all deterministic, from the timing replay):
+
+* ``cycles`` — device makespan: from the first instruction to the last core's data being
+  visible; the launch overhead (``machine.launch_overhead``) is reported separately and not
+  included. ``time_us = cycles / freq_MHz``.
+* ``pipe_busy_pct`` — busy cycles / ``cycles`` per pipe, on the *critical core* (the core that
+  finishes last; lowest index on ties). ``bottleneck`` is its busiest pipe.
+* ``bytes`` — bytes per data path from the records (``GM->UB``, ``UB->GM``, ``GM->L1``,
+  ``L1->L0A``, ``L1->L0B``, ``L0C->GM``) and from the L2 model (``HBM read``, ``HBM write``,
+  ``L2 hit``).
+* ``flops`` — ``cube``: 2mnk per mmad; ``vector``: element operations of vector ops.
+* Roofline: ``hbm_bytes = HBM read + HBM write``; arithmetic intensity ``ai = flops /
+  hbm_bytes``; the compute peak is the cube fp16 peak (AIC kernels) or the vector peak at one
+  repeat per cycle (AIV kernels), scaled to the cores the launch used; ``bound_tflops =
+  min(peak, ai x HBM bandwidth)``; ``hbm_roof_pct = hbm_bytes / (cycles x HBM bytes/cycle)``.
+* ``cube_util`` — cube FLOPs / (cycles x cores used x 2 x 16 x 16 x 16): the fraction of the
+  used AICs' cube peak the kernel achieved.
+* ``trace_hash`` — sha256 of the canonical trace text: same kernel, inputs and card, same hash.
+"""
+
+from __future__ import annotations
+
+from kernellab.npu.record import PIPES
+
+__all__ = ["RunResult"]
+
+
+class RunResult:
+    """The outcome of :func:`kernellab.npu.launch` (see the module docstring for every
+    definition). Attributes: ``kernel``, ``block_dim``, ``machine``, ``core_type``,
+    ``cores_used``, ``cycles``, ``time_us``, ``launch_overhead_cycles``, ``per_core``,
+    ``pipe_busy_pct``, ``bottleneck``, ``critical_core``, ``bytes``, ``flops``,
+    ``hbm_bytes``, ``achieved_GBps``, ``achieved_TFLOPS``, ``hbm_roof_pct``, ``cube_util``,
+    ``roofline``, ``trace``, ``trace_hash``, ``warnings``, ``n_records``, ``functional_s``,
+    ``timing_s``."""
+
+    def __init__(self, *, kernel, block_dim, machine, core_type, timing, trace, blocks,
+                 warnings, functional_s, timing_s):
+        mc = machine
+        self.kernel = kernel
+        self.block_dim = block_dim
+        self.machine = mc
+        self.core_type = core_type
+        n_type = mc.n_aic if core_type == "aic" else mc.n_aiv
+        self.cores_used = min(block_dim, n_type)
+        self.cycles = int(timing.cycles)
+        self.time_us = self.cycles / mc.freq_mhz
+        self.launch_overhead_cycles = mc.launch_overhead
+        self.per_core = []
+        for ci, busy in enumerate(timing.busy):
+            self.per_core.append({"core": f"{core_type}{ci}", "cycles": timing.core_end[ci],
+                                  "busy": {PIPES[p]: busy[p] for p in range(7)}})
+        crit = max(range(len(timing.core_end)), key=lambda i: (timing.core_end[i], -i)) \
+            if timing.core_end else 0
+        self.critical_core = f"{core_type}{crit}"
+        cyc = max(self.cycles, 1)
+        busy = timing.busy[crit] if timing.busy else [0] * 7
+        self.pipe_busy_pct = {PIPES[p]: 100.0 * busy[p] / cyc for p in range(7)}
+        self.bottleneck = max(PIPES, key=lambda p: (self.pipe_busy_pct[p], -PIPES.index(p)))
+        by_path: dict[str, int] = {}
+        cube = vec = 0
+        n_records = 0
+        for b in blocks:
+            n_records += len(b.records)
+            for r in b.records:
+                if r.path is not None:
+                    by_path[r.path] = by_path.get(r.path, 0) + r.nbytes
+                if r.flops:
+                    if r.op == "mmad":
+                        cube += r.flops
+                    else:
+                        vec += r.flops
+        by_path["HBM read"] = timing.hbm_read
+        by_path["HBM write"] = timing.hbm_write
+        by_path["L2 hit"] = timing.l2_hit
+        self.bytes = by_path
+        self.flops = {"cube": cube, "vector": vec}
+        self.n_records = n_records
+        secs = self.cycles / mc.freq_hz if self.cycles else float("inf")
+        self.hbm_bytes = timing.hbm_read + timing.hbm_write
+        self.achieved_GBps = self.hbm_bytes / secs / 1e9 if self.cycles else 0.0
+        total_flops = cube + vec
+        self.achieved_TFLOPS = total_flops / secs / 1e12 if self.cycles else 0.0
+        self.hbm_roof_pct = 100.0 * self.hbm_bytes / (cyc * mc.hbm_bytes_per_cycle)
+        self.cube_util = cube / (cyc * max(self.cores_used, 1) * mc.cube_flops_per_cycle_core)
+        if core_type == "aic":
+            peak = mc.cube_tflops_fp16 * self.cores_used / mc.n_aic
+        else:
+            peak = mc.vector_tops_fp16 * self.cores_used / mc.n_aiv
+        ai = total_flops / self.hbm_bytes if self.hbm_bytes else float("inf")
+        bound = min(peak, ai * mc.hbm_bytes_per_s / 1e12)
+        self.roofline = {"ai_flop_per_byte": ai, "peak_tflops": peak,
+                         "hbm_GBps": mc.hbm_bytes_per_s / 1e9, "bound_tflops": bound,
+                         "efficiency": self.achieved_TFLOPS / bound if bound else 0.0}
+        self.trace = trace
+        self.trace_hash = trace.hash()
+        self.warnings = list(warnings)
+        self.functional_s = functional_s
+        self.timing_s = timing_s
+        self._blocks = blocks
+
+    def summary(self) -> str:
+        """A few lines of text: cycles and time, HBM figures, the critical core's pipes, bytes."""
+        mc = self.machine
+        b = self.bytes
+        lines = [
+            f"kernel {self.kernel}  block_dim={self.block_dim}  machine={mc.key}",
+            f"device cycles {self.cycles:,} ({self.time_us:,.1f} us; launch overhead "
+            f"{self.launch_overhead_cycles:,} cycles not included)",
+            f"HBM {self.hbm_bytes / max(self.cycles, 1):,.1f} B/cycle = {self.hbm_roof_pct:.1f}% "
+            f"of roof ({self.achieved_GBps:,.0f} GB/s)   "
+            f"{self.achieved_TFLOPS:.3f} TFLOP/s vs bound {self.roofline['bound_tflops']:.3f} "
+            f"(AI {self.roofline['ai_flop_per_byte']:.3g} FLOP/B)",
+        ]
+        if self.flops["cube"]:
+            lines.append(f"cube utilisation {100 * self.cube_util:.1f}% of {self.cores_used} "
+                         f"AIC(s)")
+        pipes = "  ".join(f"{p} {v:.0f}%" for p, v in self.pipe_busy_pct.items() if v > 0)
+        lines.append(f"core {self.critical_core}: {pipes}   bottleneck: {self.bottleneck}")
+        paths = "  ".join(f"{k} {v / 1e6:.3f} MB" for k, v in b.items() if v)
+        lines.append(f"bytes: {paths}")
+        lines.append(f"records {self.n_records:,}  trace {self.trace_hash[:16]}")
+        if self.warnings:
+            lines.append(f"warnings: {len(self.warnings)} (see .warnings)")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict:
+        """JSON-ready figures (no trace)."""
+        return {"kernel": self.kernel, "block_dim": self.block_dim, "machine": self.machine.key,
+                "cycles": self.cycles, "time_us": self.time_us,
+                "pipe_busy_pct": dict(self.pipe_busy_pct), "bottleneck": self.bottleneck,
+                "bytes": dict(self.bytes), "flops": dict(self.flops),
+                "achieved_GBps": self.achieved_GBps, "achieved_TFLOPS": self.achieved_TFLOPS,
+                "hbm_roof_pct": self.hbm_roof_pct, "cube_util": self.cube_util,
+                "roofline": dict(self.roofline), "trace_hash": self.trace_hash,
+                "n_records": self.n_records, "warnings": list(self.warnings)}
+
+    def __repr__(self):
+        return (f"RunResult({self.kernel}, cycles={self.cycles}, bottleneck={self.bottleneck}, "
+                f"hash={self.trace_hash[:12]})")

@@ -1,0 +1,419 @@
+"""Phase B: deterministic event-driven timing replay of the recorded streams (NPU.md §3.6-3.7).
+
+The model
+---------
+* **Pipes.** Each core has seven in-order pipes (S, MTE2, MTE1, M, V, MTE3, FIX). A pipe runs
+  its records one after another; pipes run in parallel and are ordered only by flags. The
+  scalar unit issues one API call every ``scalar_issue_cycles``; a record cannot start before
+  its issue time.
+* **Flags.** A ``set_flag`` fires ``flag_latency`` cycles after everything earlier on its pipe
+  has *completed* (for a DMA: its data is visible), and a ``wait_flag`` blocks its pipe until the
+  matching set has fired. Flags are counting semaphores: each set is consumed by one wait,
+  oldest first.
+* **Costs** (integers, cycles; constants from the machine card):
+
+  ============================ ====== =================================================
+  record                       pipe   occupancy
+  ============================ ====== =================================================
+  vector op                    V      vec_fixed + ceil(bytes / repeat_bytes) x cpr(class)
+  load_data L1->L0A / L0B      MTE1   mte1_fixed + ceil(bytes / l1_to_l0{a,b}_bpc)
+  mmad m, n, k                 M      mmad_fixed + ceil(m/16) ceil(n/16) ceil(k/k0)
+  data_copy GM->UB/L1          MTE2   dma_fixed + dma_burst x (bursts-1) + transfer
+                                      (bursts: 1, or one per 16-row band of a 2-D copy)
+  data_copy UB->GM / fixpipe   MTE3 / dma_fixed + dma_burst x (bursts-1) + transfer
+                               FIX
+  ============================ ====== =================================================
+
+  A DMA's data is visible ``dma_latency_miss`` cycles after its transfer ends
+  (``dma_latency_hit`` for a read served entirely by L2).
+* **Transfers and HBM sharing.** A read is served in two phases: its L2-miss bytes (capped at
+  ``gm_read_miss_bpc`` per transfer, consuming HBM bandwidth) then its L2-hit bytes (capped at
+  ``gm_read_hit_bpc``, no HBM). Writes are write-through to HBM (capped at ``gm_write_bpc``,
+  ``fix_write_bpc`` for FIX). Whenever the set of HBM transfers changes, their rates are
+  recomputed by water-filling: each gets ``min(cap, level)`` with the level chosen so the rates
+  sum to at most the sustained HBM bandwidth (``hbm_gbps x hbm_efficiency_pct``). A
+  transfer whose first GM address is not
+  ``gm_align_bytes``-aligned moves its bytes at ``gm_misaligned_eff_pct`` % efficiency.
+* **L2.** LRU over ``l2_line``-byte lines of ``l2_bytes``, looked up when a transfer starts;
+  reads allocate on miss, writes allocate their lines (write-through). GM is cold at launch.
+* **Blocks.** Block ``i`` runs on physical core ``i mod n`` (n = cores of the kernel's type);
+  a core starts its next block when the previous one has finished and its writes are visible.
+
+Exactness: times are integer cycles; bytes and rates are integers in units of 2^-16 B, rates
+are floored and a transfer's end time is rounded up to a whole cycle. There is no floating
+point and no randomness, and events are ordered by ``(time, core, pipe, sequence)``, so the same
+records on the same card give the same trace on every run and platform.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict, deque
+
+from kernellab.npu import errors
+from kernellab.npu.record import PIPES, S, SET, WAIT
+
+__all__ = ["replay", "Timing", "SCALE", "BlockStream"]
+
+SCALE = 1 << 16
+"""Fixed-point scale of bytes in the transfer model (rates floor to 2^-16 B/cycle)."""
+
+_INF = float("inf")
+
+
+class BlockStream:
+    """One block's recorded records plus its scalar-call count."""
+
+    __slots__ = ("block", "records", "calls")
+
+    def __init__(self, block, records, calls):
+        self.block = block
+        self.records = records
+        self.calls = calls
+
+
+class Timing:
+    """What the replay measured.
+
+    Attributes:
+        cycles: makespan: the last core's last block end (data visible), cycles.
+        events: trace tuples ``(core, block, pipe, op, start, end, visible, bytes, hit_bytes,
+            flops, src)``; ``op == "wait_flag"`` rows are waits (not busy time).
+        busy: ``busy[core][pipe]`` cycles.
+        core_end: ``core_end[core]`` cycles.
+        hbm_read, hbm_write, l2_hit: bytes.
+    """
+
+    def __init__(self, n_cores):
+        self.cycles = 0
+        self.events = []
+        self.busy = [[0] * 7 for _ in range(n_cores)]
+        self.core_end = [0] * n_cores
+        self.hbm_read = 0
+        self.hbm_write = 0
+        self.l2_hit = 0
+
+
+class _L2:
+    __slots__ = ("lines", "cap", "line")
+
+    def __init__(self, nbytes, line):
+        self.lines = OrderedDict()
+        self.cap = max(1, nbytes // line)
+        self.line = line
+
+    def touch(self, segments, is_write):
+        """Look up (and allocate) the lines of ``segments``; return the bytes that hit."""
+        L = self.line
+        od = self.lines
+        hit = 0
+        for addr, n in segments:
+            end = addr + n
+            first, last = addr // L, (end - 1) // L
+            for ln in range(first, last + 1):
+                if ln in od:
+                    od.move_to_end(ln)
+                    if not is_write:
+                        hit += min(end, (ln + 1) * L) - builtins_max(addr, ln * L)
+                else:
+                    od[ln] = None
+        while len(od) > self.cap:
+            od.popitem(last=False)
+        return hit
+
+
+def builtins_max(a, b):
+    return a if a > b else b
+
+
+class _Transfer:
+    __slots__ = ("core", "pipe", "rec", "start", "phases", "left", "cap", "hbm", "rate", "t_set",
+                 "finish", "order", "hit", "miss", "is_write")
+
+
+class _Core:
+    __slots__ = ("idx", "blocks", "block", "t0", "streams", "pos", "free", "vis", "wait_since",
+                 "flags", "waiters", "inflight", "calls", "done")
+
+    def __init__(self, idx, blocks):
+        self.idx = idx
+        self.blocks = deque(blocks)
+        self.block = None
+        self.done = False
+
+
+def replay(blocks, machine, n_cores, core_names=None) -> Timing:
+    """Time the recorded blocks on ``machine`` with ``n_cores`` physical cores.
+
+    ``blocks`` is a list of :class:`BlockStream` in block order; block ``i`` runs on core
+    ``i % n_cores``. Returns :class:`Timing`. Raises
+    :class:`~kernellab.npu.errors.DeadlockError` if some pipe waits forever.
+    """
+    mc = machine
+    n_used = min(n_cores, len(blocks))
+    tm = Timing(n_used)
+    sic = mc.scalar_issue_cycles
+    flag_lat = mc.flag_latency
+    cpr = {"unary": mc.vec_cpr_unary, "binary": mc.vec_cpr_binary,
+           "transcendental": mc.vec_cpr_transcendental, "div": mc.vec_cpr_div,
+           "reduce": mc.vec_cpr_reduce}
+    rep = mc.vec_repeat_bytes
+    hbm_bw = mc.hbm_gbps * 1000 * SCALE * mc.hbm_efficiency_pct // (100 * mc.freq_mhz)
+    cap_miss = mc.gm_read_miss_bpc * SCALE
+    cap_hit = mc.gm_read_hit_bpc * SCALE
+    cap_w = mc.gm_write_bpc * SCALE
+    cap_fix = mc.fix_write_bpc * SCALE
+    eff = mc.gm_misaligned_eff_pct
+    galign = mc.gm_align_bytes
+    l2 = _L2(mc.l2_bytes, mc.l2_line)
+    events = tm.events
+
+    cores = [_Core(i, [b for j, b in enumerate(blocks) if j % n_cores == i])
+             for i in range(n_used)]
+    heap = []
+    counter = [0]
+    active: list[_Transfer] = []
+
+    def push(t, core, pipe, kind=0, payload=None):
+        counter[0] += 1
+        heapq.heappush(heap, (t, core.idx, pipe, counter[0], kind, payload))
+
+    def start_block(core, t0):
+        b = core.blocks.popleft()
+        core.block = b
+        core.t0 = t0
+        core.streams = [[] for _ in range(7)]
+        for r in b.records:
+            core.streams[r.pipe].append(r)
+        core.pos = [0] * 7
+        core.free = [t0] * 7
+        core.vis = [t0] * 7
+        core.wait_since = [None] * 7
+        core.flags = {}
+        core.waiters = {}
+        core.inflight = 0
+        core.calls = b.calls
+        if b.calls:
+            s_end = t0 + b.calls * sic
+            core.free[S] = s_end
+            core.vis[S] = s_end
+            tm.busy[core.idx][S] += b.calls * sic
+            events.append((core.idx, b.block, S, "issue", t0, s_end, s_end, 0, 0, 0, ""))
+        for p in range(1, 7):
+            if core.streams[p]:
+                push(t0, core, p)
+        check_done(core, t0)
+
+    def check_done(core, t):
+        if core.inflight:
+            return
+        for p in range(1, 7):
+            if core.pos[p] < len(core.streams[p]):
+                return
+        end = builtins_max(max(core.free), max(core.vis))
+        tm.core_end[core.idx] = end
+        if core.blocks:
+            start_block(core, end)
+        else:
+            core.done = True
+
+    def cost(r):
+        c = r.cost
+        fam = c[0]
+        if fam == "vec":
+            return mc.vec_fixed_cycles + -(-c[2] // rep) * cpr[c[1]]
+        if fam == "load":
+            rate = mc.l1_to_l0a_bpc if c[1] == "L0A" else mc.l1_to_l0b_bpc
+            return mc.mte1_fixed_cycles + -(-c[2] // rate)
+        if fam == "mmad":
+            k0 = mc.cube_k_int8 if c[4] == "i8" else mc.cube_k
+            return mc.mmad_fixed_cycles + (-(-c[1] // mc.cube_m)) * (-(-c[2] // mc.cube_n)) * \
+                (-(-c[3] // k0))
+        raise AssertionError(fam)
+
+    def advance(core, p, t):
+        if core.done or core.block is None:
+            return
+        st = core.streams[p]
+        i = core.pos[p]
+        if core.free[p] > t:
+            return
+        t0 = core.t0
+        while i < len(st):
+            r = st[i]
+            ready = t0 + r.issue * sic
+            if ready > t:
+                push(ready, core, p)
+                break
+            kind = r.kind
+            if kind == WAIT:
+                q = core.flags.get(r.key)
+                if q and q[0] <= t:
+                    q.popleft()
+                    ws = core.wait_since[p]
+                    if ws is not None and t > ws:
+                        events.append((core.idx, core.block.block, p, "wait_flag", ws, t, t, 0,
+                                       0, 0, r.src))
+                    core.wait_since[p] = None
+                    i += 1
+                    continue
+                if core.wait_since[p] is None:
+                    core.wait_since[p] = t
+                if q:
+                    push(q[0], core, p)
+                else:
+                    core.waiters[r.key] = p
+                break
+            if kind == SET:
+                fire = builtins_max(t, core.vis[p]) + flag_lat
+                core.flags.setdefault(r.key, deque()).append(fire)
+                w = core.waiters.pop(r.key, None)
+                if w is not None:
+                    push(fire, core, w)
+                i += 1
+                continue
+            if r.cost[0] == "dma":
+                ov = mc.dma_fixed_cycles + mc.dma_burst_cycles * (r.cost[4] - 1)
+                core.free[p] = _INF
+                core.inflight += 1
+                push(t + ov, core, p, 1, (r, t))
+                i += 1
+                break
+            c = cost(r)
+            end = t + c
+            core.free[p] = end
+            if end > core.vis[p]:
+                core.vis[p] = end
+            tm.busy[core.idx][p] += c
+            events.append((core.idx, core.block.block, p, r.op, t, end, end, r.nbytes, 0,
+                           r.flops, r.src))
+            i += 1
+            push(end, core, p)
+            break
+        core.pos[p] = i
+        check_done(core, t)
+
+    def join(core, p, t, payload):
+        r, t_start = payload
+        _, is_write, segs, is_fix, _bursts = r.cost
+        nbytes = r.nbytes
+        hit = l2.touch(segs, is_write)
+        miss = nbytes - hit
+        mis = segs[0][0] % galign != 0
+        phases = []
+        if is_write:
+            phases.append((nbytes, cap_fix if is_fix else cap_w, True))
+            tm.hbm_write += nbytes
+        else:
+            if miss:
+                phases.append((miss, cap_miss, True))
+            if hit:
+                phases.append((hit, cap_hit, False))
+            tm.hbm_read += miss
+            tm.l2_hit += hit
+        tr = _Transfer()
+        tr.core, tr.pipe, tr.rec, tr.start = core, p, r, t_start
+        tr.hit, tr.miss, tr.is_write = hit, miss, is_write
+        tr.phases = deque()
+        for nb, cap, hbm in phases:
+            sb = nb * SCALE
+            if mis:
+                sb = -(-sb * 100 // eff)
+            tr.phases.append((sb, cap, hbm))
+        counter[0] += 1
+        tr.order = (core.idx, p, counter[0])
+        if not tr.phases:
+            tr.phases.append((0, cap_hit, False))
+        _next_phase(tr, t)
+        active.append(tr)
+
+    def _next_phase(tr, t):
+        sb, cap, hbm = tr.phases.popleft()
+        tr.left, tr.cap, tr.hbm = sb, cap, hbm
+        tr.rate = 0
+        tr.t_set = t
+        tr.finish = _INF if sb > 0 else t
+
+    def set_rates(t):
+        users = [tr.cap for tr in active if tr.hbm]
+        level = None
+        if sum(users) > hbm_bw:
+            users.sort()
+            rem, n = hbm_bw, len(users)
+            for cp in users:
+                if cp * n <= rem:
+                    rem -= cp
+                    n -= 1
+                else:
+                    level = rem // n
+                    break
+        for tr in active:
+            new = tr.cap if (not tr.hbm or level is None or tr.cap <= level) else level
+            if new != tr.rate:
+                if tr.rate:
+                    tr.left -= tr.rate * (t - tr.t_set)
+                tr.t_set = t
+                tr.rate = new
+                tr.finish = t + (-(-tr.left // new) if tr.left > 0 else 0)
+
+    def complete(tr, t):
+        core, p, r = tr.core, tr.pipe, tr.rec
+        lat = mc.dma_latency_hit if (not tr.is_write and tr.miss == 0) else mc.dma_latency_miss
+        vis = t + lat
+        core.free[p] = t
+        if vis > core.vis[p]:
+            core.vis[p] = vis
+        core.inflight -= 1
+        tm.busy[core.idx][p] += t - tr.start
+        events.append((core.idx, core.block.block, p, r.op, tr.start, t, vis, r.nbytes, tr.hit,
+                       r.flops, r.src))
+        push(t, core, p)
+
+    for core in cores:
+        start_block(core, 0)
+
+    while True:
+        t_heap = heap[0][0] if heap else _INF
+        t_dma = min((tr.finish for tr in active), default=_INF)
+        t = t_heap if t_heap < t_dma else t_dma
+        if t == _INF:
+            break
+        changed = False
+        if t_dma <= t:
+            still = []
+            for tr in active:
+                if tr.finish <= t:
+                    changed = True
+                    if tr.phases:
+                        _next_phase(tr, t)
+                        still.append(tr)
+                    else:
+                        complete(tr, t)
+                else:
+                    still.append(tr)
+            active[:] = still
+        while heap and heap[0][0] <= t:
+            _, ci, p, _, kind, payload = heapq.heappop(heap)
+            core = cores[ci]
+            if kind == 1:
+                join(core, p, t, payload)
+                changed = True
+            else:
+                advance(core, p, t)
+        if changed:
+            set_rates(t)
+
+    stuck = [c for c in cores if not c.done]
+    if stuck:
+        lines = []
+        for c in stuck:
+            for p in range(1, 7):
+                st = c.streams[p]
+                if c.pos[p] < len(st):
+                    r = st[c.pos[p]]
+                    lines.append(f"  core {c.idx} block {c.block.block} pipe {PIPES[p]}: "
+                                 f"{r.op} {r.key or ''} at {r.src}")
+        raise errors.DeadlockError("timing replay deadlocked; pipe heads:\n" + "\n".join(lines))
+    tm.cycles = max(tm.core_end) if tm.core_end else 0
+    return tm
+

@@ -1,0 +1,314 @@
+"""The NPU error model (NPU.md §3.8): one small kernel per error class that must trip it, and
+its correct twin that must not. Every message names the user's source line."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from kernellab import npu
+from kernellab.npu import asc, errors
+from kernellab.npu.asc import TPosition as P
+from kernellab.npu.record import Record, WAIT
+from kernellab.npu.timing import BlockStream, replay
+
+N = 128  # fp16 elements = 256 B
+
+
+def _x():
+    return np.arange(N, dtype=np.float16)
+
+
+def run(kernel, *args, **kw):
+    args = args or (_x(), np.zeros(N, np.float16))
+    return npu.launch(kernel, kw.pop("block_dim", 1), args, **kw)
+
+
+def trips(exc, kernel, *args, line=None, **kw):
+    with pytest.raises(exc) as info:
+        run(kernel, *args, **kw)
+    msg = str(info.value)
+    assert isinstance(info.value, errors.NPUError)
+    if line is not None:
+        assert "test_npu_errors.py:" in msg and line in msg, msg
+    return msg
+
+
+def vec_copy(*, bad=None, nbytes=N * 2, num=1):
+    """x -> VECIN -> (adds 0) -> VECOUT -> z, with one optional bug."""
+
+    @asc.kernel(core="aiv")
+    def k(x, z):
+        pipe = asc.TPipe()
+        qi, qo = asc.TQue(P.VECIN, 1), asc.TQue(P.VECOUT, 1)
+        pipe.init_buffer(qi, num, nbytes)
+        pipe.init_buffer(qo, 1, N * 2)
+        a = qi.alloc_tensor(asc.half)
+        asc.data_copy(a, x, N)
+        if bad == "write_after_enque":
+            qi.enque(a)
+            asc.data_copy(a, x, N)  # BUG: write after enque
+        if bad == "use_before_deque":
+            c = qo.alloc_tensor(asc.half)
+            asc.adds(c, a, 0.0, N)  # BUG: V reads a before enque/deque
+        qi.enque(a) if bad != "write_after_enque" else None
+        a = qi.deque()
+        c = qo.alloc_tensor(asc.half)
+        asc.adds(c, a, 0.0, N)
+        qi.free_tensor(a)
+        if bad == "use_after_free":
+            asc.adds(c, a, 1.0, N)  # BUG: a was freed
+        if bad == "double_free":
+            qi.free_tensor(a)  # BUG
+        qo.enque(c)
+        c = qo.deque()
+        asc.data_copy(z, c, N)
+        if bad != "leak":
+            qo.free_tensor(c)
+        if bad == "deadlock":
+            qi.alloc_tensor(asc.half)
+            qi.alloc_tensor(asc.half)  # BUG: the only block is held, nothing can free it
+
+    return k
+
+
+def test_correct_twin_of_the_queue_kernels_runs():
+    z = np.zeros(N, np.float16)
+    res = run(vec_copy(), _x(), z)
+    assert (z == _x()).all() and res.warnings == []
+
+
+def test_ub_overflow_with_allocation_table():
+    msg = trips(errors.UBOverflowError, vec_copy(nbytes=200_000), line="init_buffer")
+    assert "allocation" in msg and "196352" in msg and "VECIN q0[0]" in msg
+    trips(errors.UBOverflowError, vec_copy(nbytes=8192, num=2), machine="tiny")
+    run(vec_copy(nbytes=4096, num=2), machine="tiny")  # twin: fits in 16 KiB
+
+
+def test_l0a_overflow():
+    def k_for(nbytes):
+        @asc.kernel(core="aic")
+        def k(x, z):
+            pipe = asc.TPipe()
+            q = asc.TQue(P.A2, 1)
+            pipe.init_buffer(q, 2, nbytes)
+        return k
+
+    msg = trips(errors.L0AOverflowError, k_for(40_000))
+    assert "L0A overflow" in msg and "65536" in msg
+    run(k_for(32_768))
+    assert issubclass(errors.L0COverflowError, errors.BufferOverflowError)
+
+
+def test_alignment_data_copy_length_and_twin_with_pad():
+    def k_for(copy):
+        @asc.kernel(core="aiv")
+        def k(x, z):
+            pipe = asc.TPipe()
+            q = asc.TQue(P.VECIN, 1)
+            pipe.init_buffer(q, 1, 256)
+            t = q.alloc_tensor(asc.half)
+            copy(t, x, 100)  # 200 B: not a multiple of 32 B
+            q.free_tensor(t)
+        return k
+
+    msg = trips(errors.AlignmentError, k_for(asc.data_copy), line="copy(t, x, 100)")
+    assert "data_copy_pad" in msg
+    run(k_for(asc.data_copy_pad))
+
+
+def test_alignment_vector_operand():
+    def k_for(off):
+        @asc.kernel(core="aiv")
+        def k(x, z):
+            pipe = asc.TPipe()
+            tb = asc.TBuf(P.VECCALC)
+            pipe.init_buffer(tb, 1024)
+            t = tb.get(asc.half)
+            asc.duplicate(t, 1.0, 256)
+            asc.adds(t[off:], t[off:], 1.0, 64)
+        return k
+
+    trips(errors.AlignmentError, k_for(3), line="adds")
+    run(k_for(16))  # 32 B
+
+
+def test_illegal_paths_and_positions():
+    @asc.kernel(core="aic")
+    def gm_to_l0(x, z):
+        pipe = asc.TPipe()
+        q = asc.TQue(P.A2, 1)
+        pipe.init_buffer(q, 1, 512)
+        t = q.alloc_tensor(asc.half)
+        asc.data_copy(t, x, N)  # BUG: no GM->L0A path
+
+    msg = trips(errors.PositionError, gm_to_l0, line="data_copy")
+    assert "no GM->L0 path" in msg
+
+    @asc.kernel(core="aic")
+    def gm_to_l1(x, z):
+        pipe = asc.TPipe()
+        q = asc.TQue(P.A1, 1)
+        pipe.init_buffer(q, 1, 512)
+        t = q.alloc_tensor(asc.half)
+        asc.data_copy(t, x, N)
+        q.free_tensor(t)
+
+    run(gm_to_l1)
+
+    @asc.kernel(core="aic")
+    def ub_on_aic(x, z):
+        pipe = asc.TPipe()
+        q = asc.TQue(P.VECIN, 1)
+        pipe.init_buffer(q, 1, 512)  # BUG: an AIC has no UB
+
+    assert "AIV" in trips(errors.PositionError, ub_on_aic)
+
+
+def test_use_before_deque():
+    msg = trips(errors.UseBeforeDequeError, vec_copy(bad="use_before_deque"), line="adds")
+    assert "ALLOCATED" in msg
+
+
+def test_write_after_enque():
+    trips(errors.WriteAfterEnqueError, vec_copy(bad="write_after_enque"),
+          line="asc.data_copy(a, x, N)")
+
+
+def test_use_after_free():
+    msg = trips(errors.UseAfterFreeError, vec_copy(bad="use_after_free"), line="adds(c, a, 1.0")
+    assert "freed at test_npu_errors.py:" in msg
+
+
+def test_double_free():
+    trips(errors.DoubleFreeError, vec_copy(bad="double_free"), line="free_tensor")
+
+
+def test_queue_deadlock():
+    msg = trips(errors.QueueDeadlockError, vec_copy(bad="deadlock"), line="alloc_tensor")
+    assert "holders" in msg
+
+    @asc.kernel(core="aiv")
+    def empty_deque(x, z):
+        pipe = asc.TPipe()
+        q = asc.TQue(P.VECIN, 1)
+        pipe.init_buffer(q, 1, 256)
+        q.deque()  # BUG: nothing enqueued
+
+    trips(errors.QueueDeadlockError, empty_deque, line="deque")
+
+
+def test_leak():
+    msg = trips(errors.LeakError, vec_copy(bad="leak"))
+    assert "VECOUT" in msg and "test_npu_errors.py:" in msg
+
+
+def test_multiple_pipes():
+    @asc.kernel
+    def k(x, z):
+        asc.TPipe()
+        asc.TPipe()
+
+    trips(errors.MultiplePipeError, k, line="asc.TPipe()")
+
+
+def _vec_kernel(count, dtype2):
+    @asc.kernel(core="aiv")
+    def k(x, z):
+        pipe = asc.TPipe()
+        tb = asc.TBuf(P.VECCALC)
+        pipe.init_buffer(tb, 2048)
+        a = tb.get_with_offset(asc.half, 128, 0)
+        b = tb.get_with_offset(dtype2, 128, 1024)
+        asc.duplicate(a, 1.0, 128)
+        asc.duplicate(b, 1.0, 128)
+        asc.add(a, a, b, count)
+    return k
+
+
+def test_shape_and_dtype():
+    trips(errors.ShapeError, _vec_kernel(129, asc.half), line="asc.add")
+    trips(errors.DTypeError, _vec_kernel(128, asc.float32), line="asc.add")
+    run(_vec_kernel(128, asc.half))
+
+
+def test_out_of_bounds_gm():
+    def k_for(off):
+        @asc.kernel(core="aiv")
+        def k(x, z):
+            pipe = asc.TPipe()
+            q = asc.TQue(P.VECIN, 1)
+            pipe.init_buffer(q, 1, 256)
+            t = q.alloc_tensor(asc.half)
+            asc.data_copy(t, x[off:], 128)
+            q.free_tensor(t)
+        return k
+
+    trips(errors.OutOfBoundsError, k_for(16), line="data_copy")
+    run(k_for(0))
+
+
+def test_multi_core_write_conflict():
+    def k_for(stride):
+        @asc.kernel(core="aiv")
+        def k(x, z):
+            pipe = asc.TPipe()
+            q = asc.TQue(P.VECOUT, 1)
+            pipe.init_buffer(q, 1, 64)
+            t = q.alloc_tensor(asc.half)
+            asc.duplicate(t, float(asc.get_block_idx()), 32)
+            q.enque(t)
+            t = q.deque()
+            asc.data_copy(z[asc.get_block_idx() * stride:], t, 32)
+            q.free_tensor(t)
+        return k
+
+    z = np.zeros(N, np.float16)
+    msg = trips(errors.MultiCoreWriteConflict, k_for(16), _x(), z, block_dim=4)
+    assert "blocks 0 and 1" in msg and "'z'" in msg
+    assert (z == 0).all()  # not written back
+    run(k_for(32), _x(), z, block_dim=4)
+    assert (z == np.repeat(np.arange(4), 32)).all()
+
+
+def test_uninitialised_read_sentinel():
+    def k_for(init):
+        @asc.kernel(core="aiv")
+        def k(x, z):
+            pipe = asc.TPipe()
+            tb = asc.TBuf(P.VECCALC)
+            qo = asc.TQue(P.VECOUT, 1)
+            pipe.init_buffer(tb, N * 2)
+            pipe.init_buffer(qo, 1, N * 2)
+            t = tb.get(asc.half)
+            if init:
+                asc.duplicate(t, 0.0, N)
+            c = qo.alloc_tensor(asc.half)
+            asc.adds(c, t, 1.0, N)
+            qo.enque(c)
+            c = qo.deque()
+            asc.data_copy(z, c, N)
+            qo.free_tensor(c)
+        return k
+
+    z = np.zeros(N, np.float16)
+    with pytest.warns(errors.UninitializedReadWarning, match="uninitialised"):
+        res = run(k_for(False), _x(), z)
+    assert np.isnan(z).all()  # the sentinel reads as NaN
+    assert len(res.warnings) == 1
+    trips(errors.UninitializedReadError, k_for(False), strict=True, line="adds")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run(k_for(True), _x(), z, strict=True)
+    assert (z == 1).all()
+
+
+def test_phase_b_deadlock_names_the_pipe_heads():
+    rec = Record(4, WAIT, "wait_flag", 1, key=("MTE2_V", 0, 0), src="k.py:7")
+    with pytest.raises(errors.DeadlockError, match="pipe V: wait_flag"):
+        replay([BlockStream(0, [rec], 1)], npu.get_machine(), 48)
+
+
+def test_every_error_class_subclasses_npu_error():
+    for name in errors.__all__:
+        assert issubclass(getattr(errors, name), errors.NPUError)
