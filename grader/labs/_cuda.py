@@ -22,11 +22,95 @@ LAUNCH_COUNTERS = (
 )
 
 
+#: Per-argument figures a launch reports back (``LaunchStats.arrays``), besides its digests.
+ARRAY_FIGURES = ("nbytes", "load_elements", "store_elements", "atomics", "elements_stored",
+                 "dram_read_bytes", "dram_write_bytes", "dram_atomic_bytes")
+
+
 def launch_dict(stats) -> dict:
-    """A :class:`kernellab.sim.engine.LaunchStats` as JSON: name, grid, block, counters."""
+    """A :class:`kernellab.sim.engine.LaunchStats` as JSON: name, grid, block, counters, the
+    warps that shuffled, per-argument figures and content digests (``arrays``) and the arrays
+    it read outside its arguments (``outside``)."""
     return {"name": str(stats.name), "grid": [int(x) for x in stats.grid],
             "block": [int(x) for x in stats.block],
-            "counters": {k: int(stats.counters.get(k, 0)) for k in LAUNCH_COUNTERS}}
+            "counters": {k: int(stats.counters.get(k, 0)) for k in LAUNCH_COUNTERS},
+            "shuffle_warps": int(getattr(stats, "shuffle_warps", 0)),
+            "arrays": [{"name": str(a["name"]),
+                        "digest_start": a["digest_start"], "digest_end": a["digest_end"],
+                        **{k: int(a[k]) for k in ARRAY_FIGURES}}
+                       for a in getattr(stats, "arrays", [])],
+            "outside": [{"name": str(o["name"]), "nbytes": int(o["nbytes"])}
+                        for o in getattr(stats, "outside", [])]}
+
+
+def unchecked_problem(launches: list[dict], unchecked=()) -> str | None:
+    """Sim tier: None if every launch of a call ran on the sim tier's executor and read only
+    its arguments; else what is wrong, in plain words. A launch with a record (structured)
+    array or ``cuda.jit(extensions=...)`` runs on numba's stock simulator, which neither
+    checks (races...) nor counts it; an array a kernel reads from a global, its closure or a
+    default value is frozen into the kernel when a GPU compiles it, and the simulator neither
+    counts nor checks it (a way to smuggle a host result into a kernel)."""
+    if unchecked:
+        names = ", ".join(sorted({str(n) for n in unchecked}))
+        return (f"kernel(s) {names} ran on numba's stock simulator, outside the sim tier's "
+                "checks and counters (a record/structured array argument, or "
+                "cuda.jit(extensions=...)): pass plain numeric arrays")
+    for launch in launches:
+        for o in launch.get("outside", []):
+            return (f"kernel {launch['name']} reads the array {o['name']} ({o['nbytes']} bytes) "
+                    "from a global, a closure or a default value, not from its arguments: on a "
+                    "GPU numba freezes such an array into the kernel as a constant when it "
+                    "compiles, and the sim tier neither counts nor checks it; pass every array "
+                    "as a kernel argument")
+    return None
+
+
+def with_atomic_reads(launches: list[dict]) -> list[dict]:
+    """The launches with the sectors their atomics touched (and no plain load read) counted as
+    DRAM reads too: an atomic reads the value it modifies, which the sim tier's counters count
+    as a store only. What a speed rule should model, or ``v = atomic.add(Y, i, 0)`` would read
+    a host-written Y for free."""
+    out = []
+    for launch in launches:
+        extra = sum(int(a.get("dram_atomic_bytes", 0)) for a in launch.get("arrays", []))
+        if extra:
+            c = dict(launch["counters"])
+            c["dram_read_bytes"] = int(c["dram_read_bytes"]) + extra
+            launch = dict(launch, counters=c)
+        out.append(launch)
+    return out
+
+
+def elements_stored(launches: list[dict]) -> int:
+    """Distinct elements of global memory each launch stored to (atomics included), summed
+    over the launches: storing one element a million times counts once."""
+    return sum(a["elements_stored"] for launch in launches for a in launch.get("arrays", []))
+
+
+def bytes_read_from(launches: list[dict], digests) -> int:
+    """DRAM bytes the launches read from arguments whose content, when the launch started,
+    had one of ``digests`` (:func:`kernellab.sim.content_digest`)."""
+    digests = set(digests)
+    return sum(a["dram_read_bytes"] for launch in launches for a in launch.get("arrays", [])
+               if a["digest_start"] is not None and a["digest_start"] in digests)
+
+
+def stores_into_final(launches: list[dict], digest: str) -> int:
+    """Distinct elements stored to the array the caller finally got (content ``digest``): by
+    the latest argument that ended a launch with that content, plus, for as long as each
+    one's starting content is what an earlier launch left in an argument, by that one too (an
+    output written over several launches). 0 if no launch left that content: the output was
+    then written on the host."""
+    total, want = 0, digest
+    for i in range(len(launches) - 1, -1, -1):
+        hit = next((a for a in launches[i].get("arrays", []) if a["digest_end"] == want), None)
+        if hit is None:
+            continue
+        total += hit["elements_stored"]
+        if hit["digest_start"] == want:     # unchanged by this launch: keep looking back
+            continue
+        want = hit["digest_start"]
+    return total
 
 
 def total_counters(launches: list[dict]) -> dict:
@@ -143,5 +227,6 @@ class CudaLab(LabSpec):
             # KERNELLAB_SIM_CHECKS=fast does not, and then nothing is checked
             if opts.get("executor") == "kernellab" and opts.get("checks") == "full":
                 info["launches"] = [launch_dict(s) for s in cap.launches]
+                info["unchecked"] = list(cap.unchecked)
         return probe()
 

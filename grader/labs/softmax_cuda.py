@@ -27,11 +27,18 @@ Correctness (both tiers), against float64 golden references of the same rounded 
 
 Cases: N in 1, 2, 31, 32, 33, 255, 257, 1000, 1025, 4097 (below, at and above a warp, a block
 of 256 and of 1024 threads), float32 and float16; softmax rows of ±1e4 (exp overflows without
-the max: expf(88.8) is inf), all-equal rows, rows with masked (-inf) entries and a fully masked
-row. On the ``sim`` tier each case also runs the simulator's checks (race detector, bounds,
-uninitialised shared memory, divergent barriers, the GPU compile), and the result must come
-from kernels that read all of X and store every output element; ``row_sum`` must have executed
-warp shuffles on rows of 64 elements or more ("with shuffles" is what the lab teaches).
+the max: expf(88.8) is inf), all-equal rows, rows with masked (-inf) entries, a row whose only
+finite entry lies far below 0 (a row max started at 0 instead of -inf underflows to 0/0 there)
+and a fully masked row. On the ``sim`` tier each case also runs the simulator's checks (race
+detector, bounds, uninitialised shared memory, divergent barriers, the GPU compile), and the
+result must come from kernels (:func:`device_work_problem`): every launch on the sim tier's
+executor (not numba's stock simulator, which a record array or ``cuda.jit(extensions=...)``
+falls back to) and reading arrays only from its arguments (not from globals, closures or
+default values, which a GPU freezes into the kernel as constants); every byte of X read from arguments that
+held X itself when their launch started; as many distinct elements of global memory stored
+to as the output has. ``row_sum`` must have executed warp shuffles on rows of 64 elements or
+more, on average five per warp that shuffled (a tree over 32 lanes; "with shuffles" is what
+the lab teaches; atomics into ``out`` after such a tree are fine).
 
 Performance, ``sim`` tier (deterministic, :mod:`kernellab.sim.model`, profile a100): softmax of
 a ``PERF_M`` x ``PERF_N`` float32 matrix (128 rows: more than the A100's 108 SMs, so one block
@@ -47,7 +54,18 @@ timed by the model without its launch overhead (grader/labs/_cuda.py):
 * **global memory coalesced** >= ``MIN_COALESCED`` (bytes asked / bytes moved in 32-byte
   sectors, as in ``gemm-cuda``): a thread walking its own contiguous chunk of the row makes a
   warp touch 32 sectors per load instead of 4.
-* a gate: the timed call's softmax came from kernels.
+* a gate: the timed call's softmax came from kernels: the checks of the cases, and the final Y
+  is what a launch left in an argument whose elements the launches stored (all of them), not
+  bytes written over Y on the host.
+
+Known limits of the sim rules: the checks see what kernels read and stored, not what they
+computed, so a softmax computed on the host and brought in through an argument (say, written
+into Y before a kernel that reads X and Y and stores Y) passes the correctness cases; in the
+timed call it costs the extra pass over memory (a modelled 1.33x: the speed rule fails), as
+does reading it with atomics. Five shuffles a warp that compute nothing pass the shuffle rule.
+A launch per row, or a kernel that assigns a warp (not a block) to each row, is accepted: the
+lab's "one block per row" is how it teaches the block reduction, and those designs are
+correct and, for the timed shape, as fast in the model.
 
 Performance, ``gpu`` tier (CUDA events, :func:`kernellab.timing.interleaved`): softmax of a
 ``GPU_M`` x ``GPU_N`` float32 matrix, fresh inputs every call, interleaved with the three-pass
@@ -64,8 +82,9 @@ from pathlib import Path
 import numpy as np
 
 from grader.labs._cuda import (
-    PROFILE, CudaLab, coalesced_fraction, fmt_seconds, launch_dict, modelled_seconds,
-    total_counters, traffic_summary,
+    PROFILE, CudaLab, bytes_read_from, coalesced_fraction, fmt_seconds, launch_dict,
+    elements_stored, modelled_seconds, stores_into_final, total_counters, traffic_summary,
+    unchecked_problem, with_atomic_reads,
 )
 from grader.labs._gemm import case_seed
 from grader.spec import Case, CaseData, HiddenCases, RuleResult
@@ -85,6 +104,7 @@ SOFTMAX_SHAPES = [(1, 1, "normal"), (3, 2, "normal"), (2, 31, "normal"), (2, 33,
 KINDS = ("normal", "large", "equal", "masked")
 MAX_HIDDEN_ELEMENTS = 1 << 16     # the simulator runs a few µs per memory access
 SHUFFLE_MIN_N = 64                # row_sum must shuffle on rows at least this long
+SHUFFLES_PER_WARP = 5             # a 32-lane tree: offsets 16, 8, 4, 2, 1
 
 PERF_M, PERF_N = 128, 1024
 MIN_MODELLED_SPEEDUP = 1.6
@@ -99,7 +119,9 @@ PLAUSIBLE_VS_COPY = 1.5
 def softmax_inputs(rng, M: int, N: int, dtype: str, kind: str = "normal") -> np.ndarray:
     """A softmax case's X (M, N) of ``dtype``: ``normal`` 3 x standard normal; ``large``
     uniform in ±1e4 (exp overflows without the max); ``equal`` one value repeated per row;
-    ``masked`` normal with about 30% of entries -inf and the last row entirely -inf."""
+    ``masked`` normal with about 30% of entries -inf, the last row entirely -inf and, with
+    three rows or more, the first row -inf but for one entry far below 0 (its softmax is 1
+    there: a row max that starts at 0 instead of -inf makes exp underflow to 0/0)."""
     dt = np.dtype(dtype)
     if kind == "large":
         X = rng.uniform(-1e4, 1e4, size=(M, N))
@@ -109,6 +131,9 @@ def softmax_inputs(rng, M: int, N: int, dtype: str, kind: str = "normal") -> np.
         X = 3.0 * rng.standard_normal((M, N))
     if kind == "masked":
         X[rng.random((M, N)) < 0.3] = -np.inf
+        if M >= 3:
+            X[0, :] = -np.inf
+            X[0, rng.integers(N)] = rng.uniform(-2e4, -1e3)
         X[-1, :] = -np.inf
     return X.astype(dt)
 
@@ -119,23 +144,66 @@ def sum_inputs(rng, M: int, N: int, dtype: str) -> np.ndarray:
     return (rng.standard_normal((M, N)) + 0.5).astype(np.dtype(dtype))
 
 
-def device_work_problem(launches: list[dict], x_bytes: int, outputs: int, what: str
+def x_digests(X: np.ndarray) -> list[str]:
+    """Content digests an argument holding X has when a launch starts: all of X, or one row
+    (a launch per row on numpy views copies just that row to the device)."""
+    from kernellab.sim import content_digest
+
+    return [content_digest(X)] + [content_digest(row) for row in X]
+
+
+def device_work_problem(launches: list[dict], x_bytes: int, outputs: int, what: str, *,
+                        digests: list[str], unchecked=(), final_digest: str | None = None
                         ) -> str | None:
-    """None if the captured launches can have produced the result: at least one launch, at
-    least ``outputs`` elements stored to global memory (stores and atomics) and every byte of
-    X read (compulsory DRAM reads >= ``x_bytes``). Else what is missing, in plain words."""
+    """None if the captured launches can have produced the result, else what is missing, in
+    plain words: at least one launch, every launch on the sim tier's executor reading only its
+    arguments (:func:`grader.labs._cuda.unchecked_problem`), at least ``outputs`` distinct
+    elements of global memory stored to (shared and local memory do not count), every byte of
+    X read from arguments that held X itself when their launch started (compulsory DRAM reads;
+    reading a host-computed copy of the result does not count), and, given the final output's
+    ``final_digest``, that output stored by the launches (not written over on the host
+    afterwards). ``digests``: X's content digests (:func:`x_digests`)."""
     if not launches:
         return (f"no kernel was launched: {what} must be computed in a CUDA kernel (this lab "
                 "grades the kernel, not host code)")
-    t = total_counters(launches)
-    stored = t["global_store_elements"] + t["atomics"]
+    why = unchecked_problem(launches, unchecked)
+    if why:
+        return why
+    stored = elements_stored(launches)
     if stored < outputs:
-        return (f"the kernels stored {stored} element(s) to global memory, fewer than the "
-                f"{outputs} of the output: the rest was computed on the host, which this lab "
-                "does not accept")
-    if t["dram_read_bytes"] < x_bytes:
-        return (f"the kernels read {t['dram_read_bytes']} bytes of global memory, fewer than "
-                f"the {x_bytes} of X: the result must be computed on the device from X")
+        return (f"the kernels stored to {stored} element(s) of global memory, fewer than the "
+                f"{outputs} of the output: the rest was not written by a kernel (computed on "
+                "the host, or not at all), which this lab does not accept")
+    got = bytes_read_from(launches, digests)
+    if got < x_bytes:
+        return (f"the kernels read {got} bytes of X, fewer than its {x_bytes}: the result must "
+                "be computed on the device from X itself (pass X to the kernel and widen each "
+                "element there; a copy of X transformed on the host, or an array holding a "
+                "host-computed result, does not count)")
+    if final_digest is not None:
+        wrote = stores_into_final(launches, final_digest)
+        if wrote < outputs:
+            return (f"the kernels stored {wrote} element(s) of the final {what} output, fewer "
+                    f"than its {outputs}: it was written (or overwritten) on the host, not by "
+                    "a kernel")
+    return None
+
+
+def shuffle_problem(launches: list[dict]) -> str | None:
+    """None if row_sum's warps reduced with shuffles: at least one, and on average
+    ``SHUFFLES_PER_WARP`` per warp that shuffled at all (a tree over 32 lanes takes 5 steps;
+    one token shuffle a warp next to an atomic or shared-memory reduction is not one)."""
+    t = total_counters(launches)
+    warps = sum(int(launch.get("shuffle_warps", 0)) for launch in launches)
+    if t["shuffles"] == 0:
+        return ("row_sum executed no warp shuffle: reduce within each warp with "
+                "cuda.shfl_down_sync (or shfl_xor_sync), then across warps through shared "
+                "memory")
+    if t["shuffles"] < SHUFFLES_PER_WARP * warps:
+        return (f"row_sum executed {t['shuffles']} warp shuffle(s) in {warps} warp(s), fewer "
+                f"than {SHUFFLES_PER_WARP} a warp: reducing 32 lanes takes five shuffle steps "
+                "(offsets 16, 8, 4, 2, 1), then the warps' sums are combined through shared "
+                "memory")
     return None
 
 
@@ -180,9 +248,14 @@ class SoftmaxCUDA(CudaLab):
 
     @staticmethod
     def _validate(p: dict) -> dict:
+        def whole(v) -> int:        # 300 or "300", never True, 1.5 or "1e3"
+            if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
+                raise ValueError(v)
+            return int(v)
+
         try:
             fn = str(p["fn"])
-            m, n = int(p["M"]), int(p["N"])
+            m, n = whole(p["M"]), whole(p["N"])
             dt = str(p.get("dtype", "float32"))
             kind = str(p.get("kind", "normal"))
         except (KeyError, TypeError, ValueError, OverflowError):
@@ -232,6 +305,11 @@ class SoftmaxCUDA(CudaLab):
         elif not cmp.ok and cmp.nonfinite and np.isneginf(X).all(axis=1).any():
             cmp.message += ("; a fully masked (all -inf) row must be written as zeros: "
                             "exp(-inf - (-inf)) is NaN")
+        elif (not cmp.ok and cmp.worst_index is not None
+              and np.isfinite(X[cmp.worst_index[0]]).sum() == 1):
+            cmp.message += (f"; row {cmp.worst_index[0]} has a single finite entry (the rest "
+                            "-inf), so its softmax is 1 there whatever the value: does the row "
+                            "max start at 0 instead of -inf, so that exp underflows to 0/0?")
         elif not cmp.ok and X.dtype == np.float16 and not cmp.nonfinite:
             cmp.message += ("; errors of the size of float16 rounding: are the statistics "
                             "accumulated in float16? Widen each element with float32(x) (on the "
@@ -243,15 +321,15 @@ class SoftmaxCUDA(CudaLab):
             return None
         p = case.params
         X = data.inputs["X"]
+        unchecked = info.get("unchecked", [])
         if p.get("fn") == "row_sum":
-            why = device_work_problem(info["launches"], X.nbytes, p["M"], "row_sum")
+            why = device_work_problem(info["launches"], X.nbytes, p["M"], "row_sum",
+                                      digests=x_digests(X), unchecked=unchecked)
             if why is None and p["N"] >= SHUFFLE_MIN_N:
-                if total_counters(info["launches"])["shuffles"] == 0:
-                    return ("row_sum executed no warp shuffle: reduce within each warp with "
-                            "cuda.shfl_down_sync (or shfl_xor_sync), then across warps "
-                            "through shared memory")
+                why = shuffle_problem(info["launches"])
             return why
-        return device_work_problem(info["launches"], X.nbytes, p["M"] * p["N"], "softmax")
+        return device_work_problem(info["launches"], X.nbytes, p["M"] * p["N"], "softmax",
+                                   digests=x_digests(X), unchecked=unchecked)
 
     # --------------------------------------------------------------- performance
     def perf_plan(self) -> dict:
@@ -302,13 +380,17 @@ class SoftmaxCUDA(CudaLab):
                 f"softmax(X, Y) on numba device arrays (the performance phase passes "
                 f"cuda.to_device arrays, so copies are not measured) raised "
                 f"{type(exc).__name__}: {exc}") from exc
-        recheck = self._recheck(workdir, X, dX.copy_to_host(), dY.copy_to_host(), M, N)
+        Y = dY.copy_to_host()
+        recheck = self._recheck(workdir, X, dX.copy_to_host(), Y, M, N)
         dY2 = cuda.to_device(np.full((M, N), np.nan, np.float32))
         with sim.capture() as cap_base:
             softmax_v2(dX, dY2)
         return {
             "tier": "sim", "profile": plan["profile"], "M": M, "N": N,
             "submission": [launch_dict(s) for s in cap.launches],
+            "unchecked": list(cap.unchecked),
+            # what the work gate needs: X's content and the output's (grader/labs/_cuda.py)
+            "x_digest": sim.content_digest(X), "y_digest": sim.content_digest(Y),
             "three_pass": [launch_dict(s) for s in cap_base.launches],
             "setup": {"description": f"sim tier, float32 softmax of {M} x {N}, modelled on the "
                                      f"{plan['profile']} profile from counted traffic "
@@ -399,8 +481,11 @@ class SoftmaxCUDA(CudaLab):
         from kernellab.sim import model
 
         M, N = int(m["M"]), int(m["N"])
-        sub, base = m["submission"], m["three_pass"]
-        work = device_work_problem(sub, 4 * M * N, M * N, "softmax")
+        # atomics read what they modify: modelled as reads (grader/labs/_cuda.py)
+        sub, base = with_atomic_reads(m["submission"]), m["three_pass"]
+        work = device_work_problem(sub, 4 * M * N, M * N, "softmax",
+                                   digests=[str(m["x_digest"])], unchecked=m["unchecked"],
+                                   final_digest=str(m["y_digest"]))
         rules = []
         if work is None:
             ts = modelled_seconds(sub, 0.0, m["profile"])

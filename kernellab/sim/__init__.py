@@ -21,10 +21,22 @@ from kernellab.sim.errors import (
 )
 
 __all__ = [
-    "capture", "configure", "options", "install", "arm", "Capture",
+    "capture", "configure", "options", "install", "arm", "Capture", "content_digest",
     "SimError", "KernelError", "OutOfBoundsError", "RaceError", "DivergenceError",
     "UninitialisedReadError", "LaunchConfigError", "StuckKernelError", "GPUCompileError",
 ]
+
+
+def content_digest(arr) -> str:
+    """A digest of an array's bytes in C order (neither dtype nor shape): what a captured launch
+    records of each kernel argument's allocation when it starts and ends
+    (``LaunchStats.arrays``), so a grader can tell which argument held its input and which
+    allocation the output came from. numpy only (a grader's process can use it)."""
+    import hashlib
+
+    import numpy as np
+
+    return hashlib.blake2b(np.ascontiguousarray(arr).tobytes(), digest_size=16).hexdigest()
 
 
 def _engine():
@@ -53,11 +65,15 @@ def options() -> dict:
 
 class Capture:
     """Launches recorded by :func:`capture`: ``launches`` (list of
-    :class:`~kernellab.sim.engine.LaunchStats`) and :meth:`total`."""
+    :class:`~kernellab.sim.engine.LaunchStats`), ``unchecked`` (names of the kernels that ran
+    on the stock simulator, unrecorded) and :meth:`total`."""
 
     def __init__(self, trace=False):
         self.trace = trace
         self.launches = []
+        #: names of the kernels launched on numba's stock simulator instead (record arrays,
+        #: ``cuda.jit(extensions=...)``, ``executor="stock"``): no checks, no counters
+        self.unchecked = []
 
     def total(self) -> dict:
         """Counters summed over the captured launches (``shared_bytes_per_block``: the max)."""

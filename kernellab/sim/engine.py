@@ -34,8 +34,13 @@ How a launch runs
     run one instruction stream, so their n-th accesses are one instruction; lanes that skip an
     access (a bounds guard) just do not take part. A global request costs its distinct 32-byte
     sectors, a shared request the most distinct 4-byte words that fall in one of the 32 banks
-    (wavefronts; a broadcast of one word is free). Arrays get virtual addresses aligned to 256
-    bytes, as ``cudaMalloc`` returns, so the counts do not depend on where numpy put the data.
+    (wavefronts; a broadcast of one word is free); DRAM sees each distinct sector once a
+    launch (an atomic as a store). Arrays get virtual addresses aligned
+    to 256 bytes, as ``cudaMalloc`` returns, so the counts do not depend on where numpy put the
+    data. Arrays inside tuple arguments are copied and wrapped like any argument (numba-cuda
+    passes them to a GPU). While a :func:`~kernellab.sim.capture` is open, each launch also
+    reports per argument its accesses and a digest of its content at start and end
+    (``LaunchStats.arrays``), so a grader can tell what a kernel read and wrote.
 
   A block's shared memory starts fresh, so blocks whose shared-memory logs are identical (the
   usual case) reuse the first one's shared analysis: exact, and most of the analysis time of a
@@ -70,7 +75,11 @@ What it does not do, or does differently:
   barrier, called from two divergent branches, is not reported as divergent;
 * with ``checks="fast"`` nothing is logged, so a thread spinning on another thread's plain
   store never yields: only the wall-clock watchdog stops it;
-* record (structured) arrays run on the stock executor (no checks, no counters);
+* record (structured) arrays run on the stock executor (no checks, no counters; a capture
+  lists such launches in ``unchecked``);
+* arrays a kernel reads from module globals or its closure are read live, uncounted and
+  unchecked (a GPU freezes them into the kernel when it compiles); a capture lists them
+  (``LaunchStats.outside``);
 * fp16/bf16 intrinsics beyond the stock simulator's, cooperative-grid sync across blocks and
   ``threading.local`` per thread are not provided;
 * the pairwise race check is Python: kernels with many ``__syncwarp``-ordered exchanges on one
@@ -83,6 +92,7 @@ import contextvars
 from array import array as _array
 import dis
 import functools
+import hashlib
 import inspect
 import operator
 import os
@@ -91,6 +101,7 @@ import signal
 import sys
 import threading
 import time
+import types as _pytypes
 from collections import deque
 
 import numpy as np
@@ -106,7 +117,7 @@ from numba.cuda.np import numpy_support as _npsupport
 
 import math as _math_mod
 
-from kernellab.sim import gpumath
+from kernellab.sim import content_digest, gpumath
 from kernellab.sim.errors import (
     DivergenceError, KernelError, LaunchConfigError, OutOfBoundsError, RaceError, SimError,
     StuckKernelError, UninitialisedReadError,
@@ -234,7 +245,8 @@ class _Root:
     """One allocation (a kernel argument, or a shared array of the current block)."""
 
     __slots__ = ("name", "space", "arr", "flat", "itemsize", "base", "aid", "key", "elems",
-                 "wowner", "rowner", "dram_r", "dram_w", "written", "shape", "first")
+                 "wowner", "rowner", "dram_r", "dram_w", "written", "shape", "first",
+                 "nload", "nstore", "natomic", "digest0", "stored", "dram_a")
 
     def __init__(self, name, space, arr, base, aid):
         self.name = name
@@ -254,6 +266,10 @@ class _Root:
         self.dram_w = None
         self.written = None
         self.first = None       # mode 2: first access to each element (block, tid, site, write)
+        self.nload = self.nstore = self.natomic = 0     # element accesses (stores: atomics too)
+        self.digest0 = None     # content_digest at the launch's start (while captured)
+        self.stored = None      # global: which elements were stored to (atomics included)
+        self.dram_a = None      # global: sectors atomics touched (a read-modify-write)
 
 
 # A log entry is one int: (array id << 37) | (is_write << 36) | (is_atomic << 35) | element
@@ -566,6 +582,8 @@ class _Atomic:
                 _log.append(array._kw + off + ATOMIC_BIT)
                 if _mode == 2:
                     _slog.append(f.f_lasti if f.f_code is _kcode else _site(f))
+        if isinstance(array, SimArray) and array._root.space == "g":
+            array._root.natomic += 1
         old = a[idx]
         new = fn(old)
         changed = not (new == old or (new != new and old != old))
@@ -828,6 +846,8 @@ class _Launch:
         self.block_start_flush = True
         self.block_open = False
         self.trace_roots = []
+        self.shuffle_warps = set()  # (block, warp) of every warp that executed a shuffle
+        self.arrays = []
 
     # -- memory
     def global_root(self, name, arr):
@@ -862,6 +882,10 @@ class _Launch:
             root.dram_w = np.zeros(nsec, np.bool_)
             root.wowner = np.full(base_arr.size, -1, np.int32)
             root.rowner = np.full(base_arr.size, -1, np.int32)
+            root.stored = np.zeros(base_arr.size, np.bool_)
+            root.dram_a = np.zeros(nsec, np.bool_)
+            if _listeners:      # what the allocation held when the launch started
+                root.digest0 = content_digest(base_arr)
         if logical:
             if arr is not base_arr:
                 root.arr = arr             # reads and writes go to the caller's array
@@ -1074,13 +1098,17 @@ class _Launch:
             cost += np.bincount(req_ak[secs >> 34], minlength=nak)
             gaid = aid[isg]
             gw = ((key[isg] >> W_SHIFT) & 1).astype(np.bool_)
+            gat = (key[isg] & ATOMIC_BIT) != 0
             for root in self.groots:
                 m = gaid == root.aid
                 if not m.any():
                     continue
                 o = off[isg][m] * root.itemsize
                 w = gw[m]
-                for bm, sel in ((root.dram_r, ~w), (root.dram_w, w)):
+                root.stored[off[isg][m][w]] = True
+                # an atomic is a read-modify-write: counted as a store, its sectors also
+                # reported apart (``LaunchStats.arrays``: dram_atomic_bytes)
+                for bm, sel in ((root.dram_r, ~w), (root.dram_w, w), (root.dram_a, gat[m])):
                     if sel.any():
                         bm[o[sel] // SECTOR] = True
                         bm[(o[sel] + root.itemsize - 1) // SECTOR] = True
@@ -1103,6 +1131,10 @@ class _Launch:
             root = self.roots[a >> 1]
             kind = "store" if a & 1 else "load"
             if root.space == "g":
+                if a & 1:
+                    root.nstore += int(n_ak[a])
+                else:
+                    root.nload += int(n_ak[a])
                 c[f"global_{kind}_requests"] += int(req_per_ak[a])
                 c[f"global_{kind}_elements"] += int(n_ak[a])
                 c[f"global_{kind}_bytes"] += int(n_ak[a]) * root.itemsize
@@ -1342,6 +1374,16 @@ class _Launch:
         for root in self.groots:
             c["dram_read_bytes"] += int(root.dram_r.sum()) * SECTOR
             c["dram_write_bytes"] += int(root.dram_w.sum()) * SECTOR
+        self.arrays = [{
+            "name": str(r.name), "shape": [int(x) for x in r.arr.shape], "dtype": str(r.arr.dtype),
+            "nbytes": int(r.arr.nbytes), "load_elements": r.nload, "store_elements": r.nstore,
+            "atomics": r.natomic, "elements_stored": int(r.stored.sum()),
+            "dram_read_bytes": int(r.dram_r.sum()) * SECTOR,
+            "dram_write_bytes": int(r.dram_w.sum()) * SECTOR,
+            "dram_atomic_bytes": int((r.dram_a & ~r.dram_r).sum()) * SECTOR,
+            "digest_start": r.digest0,
+            "digest_end": content_digest(r.arr) if r.digest0 is not None else None,
+        } for r in self.groots]
         if self.want_trace:
             self.trace = _build_trace(self, self.trace_parts)
 
@@ -1827,6 +1869,7 @@ def _complete_group(launch, wq, mask, runq):
         results = dict.fromkeys(by_lane)
     elif op.startswith("shfl"):
         c["shuffles"] += 1
+        launch.shuffle_warps.add((launch.blin, first.warp))
         for ln, u in by_lane.items():
             arg = int(u.wait[3])
             if op == "shfl":
@@ -1951,15 +1994,10 @@ def launch(kernel, args):
     want_trace = any(cap.trace for cap in _listeners)
     mode = 0 if _OPTS["checks"] == "fast" else 2 if want_trace else 1
     retr = []
-    dev_args = []
-    for arg in args:
-        if isinstance(arg, np.ndarray) and arg.ndim > 0:
-            dev_args.append(InOut(arg).to_device(retr))
-        elif isinstance(arg, ArgHint):
-            dev_args.append(arg.to_device(retr))
-        else:
-            dev_args.append(arg)
-    arrays = [d._ary for d in dev_args if isinstance(d, FakeCUDAArray)]
+    dev_args = [_to_device(arg, retr) for arg in args]
+    arrays = []
+    _device_arrays(dev_args, arrays)
+    outside = _arrays_outside_arguments(fn) if _listeners else []
     snapshot = [a.copy() for a in arrays] if mode == 1 else None
     prev_mode = _mode
     alarm = _arm_alarm(name)
@@ -1983,9 +2021,82 @@ def launch(kernel, args):
         wb()
     stats = LaunchStats(name, grid, block, L.counters, ptx_counts, L.trace)
     stats.checks = _OPTS["checks"]
+    stats.arrays = L.arrays
+    stats.shuffle_warps = len(L.shuffle_warps)
+    stats.outside = outside
     for cap in _listeners:
         cap.launches.append(stats)
     return stats
+
+
+def _to_device(arg, retr):
+    """A launch argument as the kernel gets it: numpy arrays copied to the device (and back
+    after the launch), also inside tuples, as numba-cuda passes a tuple of arrays on a GPU."""
+    if isinstance(arg, np.ndarray) and arg.ndim > 0:
+        return InOut(arg).to_device(retr)
+    if isinstance(arg, ArgHint):
+        return arg.to_device(retr)
+    if isinstance(arg, tuple):
+        return tuple(_to_device(a, retr) for a in arg)
+    return arg
+
+
+def _device_arrays(dev_args, out):
+    for d in dev_args:
+        if isinstance(d, FakeCUDAArray):
+            out.append(d._ary)
+        elif isinstance(d, tuple):
+            _device_arrays(d, out)
+
+
+def _wrap_arg(L, name, d):
+    if isinstance(d, FakeCUDAArray):
+        return L.global_root(name, d._ary)
+    if isinstance(d, tuple):
+        return tuple(_wrap_arg(L, f"{name}[{i}]", e) for i, e in enumerate(d))
+    return d
+
+
+def _arrays_outside_arguments(fn):
+    """[{"name", "nbytes"}] of the numpy arrays a kernel (or a device function it calls) reads
+    from its module's globals, its closure or its parameters' defaults (also inside tuples). On a GPU numba
+    freezes them into the kernel as constants when it compiles; here they are read live and
+    are neither counted nor checked. Names are matched as the code names them (an attribute
+    name that is also a global's name is counted too)."""
+    found, seen, stack = {}, set(), [fn]
+    while stack:
+        f = stack.pop()
+        code = getattr(f, "__code__", None)
+        if code is None or id(f) in seen:
+            continue
+        seen.add(id(f))
+        names, codes = set(), [code]
+        while codes:
+            c = codes.pop()
+            names.update(c.co_names)
+            codes.extend(k for k in c.co_consts if isinstance(k, _pytypes.CodeType))
+        g = getattr(f, "__globals__", {})
+        values = [(n, g[n]) for n in names if n in g]
+        for n, cell in zip(code.co_freevars, f.__closure__ or ()):
+            try:
+                values.append((n, cell.cell_contents))
+            except ValueError:      # an empty cell
+                pass
+        defaults = getattr(f, "__defaults__", None) or ()      # def dev(i, S=BUF)
+        values += zip(code.co_varnames[code.co_argcount - len(defaults):code.co_argcount],
+                      defaults)
+        values += (getattr(f, "__kwdefaults__", None) or {}).items()
+        while values:
+            n, v = values.pop()
+            if isinstance(v, np.ndarray):
+                found[n] = found.get(n, 0) + int(v.nbytes)
+            elif isinstance(v, FakeCUDAArray):
+                found[n] = found.get(n, 0) + int(v._ary.nbytes)
+            elif isinstance(v, (tuple, list)):
+                values.extend((n, e) for e in v)
+            elif isinstance(v, _simkernel.FakeCUDAKernel):
+                stack.append(v.fn)
+    return [{"name": n, "nbytes": b} for n, b in sorted(found.items())]
 
 
 def _cell_is(cell, obj):
@@ -2046,8 +2157,7 @@ def _run_launch(kernel, grid, block, name, dev_args, want_trace):
     L = _Launch(kernel, grid, block, kernel.dynshared_size, name)
     L.want_trace = want_trace
     names = _arg_names(fn, len(dev_args))
-    fake_args = [L.global_root(nm, d._ary) if isinstance(d, FakeCUDAArray) else d
-                 for nm, d in zip(names, dev_args)]
+    fake_args = [_wrap_arg(L, nm, d) for nm, d in zip(names, dev_args)]
     module = SimCudaModule(L)
     L.module = module
     rng = random.Random(_OPTS["shuffle"]) if _OPTS["shuffle"] is not None else None
@@ -2094,8 +2204,17 @@ def _run_launch(kernel, grid, block, name, dev_args, want_trace):
 class LaunchStats:
     """What one sim-tier launch did: ``name``, ``grid``, ``block`` (3-tuples), ``counters``
     (dict of ints, keys :data:`COUNTER_KEYS`), ``ptx_counts`` (static PTX instruction counts,
-    or None when the GPU-compile check is off) and ``trace`` (first block's accesses, a numpy
-    array of :data:`TRACE_DTYPE`, when captured with ``trace=True``)."""
+    or None when the GPU-compile check is off), ``trace`` (first block's accesses, a numpy
+    array of :data:`TRACE_DTYPE`, when captured with ``trace=True``), ``shuffle_warps`` (warps
+    that executed at least one shuffle), ``arrays`` (one dict per global allocation among the
+    arguments: ``name``, ``shape``, ``dtype``, ``nbytes``, ``load_elements``,
+    ``store_elements`` (atomics included), ``atomics``, ``elements_stored`` (distinct
+    elements stored to, atomics included), ``dram_read_bytes``, ``dram_write_bytes``
+    (atomics: writes), ``dram_atomic_bytes`` (sectors atomics touched and no plain load
+    read: a GPU reads them too), ``digest_start`` and ``digest_end``: its
+    :func:`~kernellab.sim.content_digest` when the launch started and ended, while captured,
+    else None) and ``outside`` (``[{"name", "nbytes"}]``: numpy arrays the kernel reads from
+    globals or its closure, uncounted, see :func:`_arrays_outside_arguments`)."""
 
     def __init__(self, name, grid, block, counters, ptx_counts, trace):
         self.name = name
@@ -2104,6 +2223,9 @@ class LaunchStats:
         self.counters = counters
         self.ptx_counts = ptx_counts
         self.trace = trace
+        self.arrays = []
+        self.shuffle_warps = 0
+        self.outside = []
 
     def __repr__(self):
         c = self.counters
@@ -2131,6 +2253,9 @@ def install():
             _swap_math(self.fn.__globals__)   # a device function from another module
         if (self._device or _simkernel._kernel_context is not None
                 or _OPTS["executor"] == "stock" or self.extensions or _has_records(args)):
+            if not self._device and _simkernel._kernel_context is None:
+                for cap in _listeners:      # a launch the captures cannot see: say so
+                    cap.unchecked.append(getattr(self.fn, "__name__", "kernel"))
             return _stock_call(self, *args)
         launch(self, args)
 
