@@ -5,7 +5,7 @@ with the two normalisations every sim-tier speed rule uses (see :func:`modelled_
 
 from __future__ import annotations
 
-from grader.spec import LabSpec
+from grader.spec import LabSpec, RuleResult
 
 #: The device profile sim-tier rules model on (kernellab.sim.model).
 PROFILE = "a100"
@@ -173,6 +173,25 @@ def traffic_summary(launches: list[dict]) -> str:
             f"{t['global_load_sectors']}+{t['global_store_sectors']} global sectors "
             f"(load+store), {t['shared_load_wavefronts']}+{t['shared_store_wavefronts']} shared "
             f"wavefronts{conflict}, {t['barriers']} barriers")
+
+
+def coalesced_rule(launches: list[dict], threshold: float, hint: str) -> RuleResult:
+    """The "global memory coalesced" rule: bytes the threads asked for / bytes the 32-byte
+    sectors moved (:func:`coalesced_fraction`) >= ``threshold``; ``hint`` ends the detail."""
+    eff = coalesced_fraction(launches)
+    t = total_counters(launches)
+    return RuleResult(
+        "global memory coalesced", 100.0 * eff, 100.0 * threshold, ">=", "%", eff >= threshold,
+        f"bytes the threads asked for / bytes moved in 32-byte sectors, loads and stores: "
+        f"{t['global_load_bytes'] + t['global_store_bytes']} / "
+        f"{32 * (t['global_load_sectors'] + t['global_store_sectors'])}; {hint}")
+
+
+def kernels_gate(name: str, problem: str | None, launches: list[dict], what: str) -> RuleResult:
+    """The gate (no points) that the timed call's result came from kernels: ``problem`` is None
+    when it did, else why not; ``what`` says what the kernels did when they did."""
+    return RuleResult(name, 0.0 if problem else 1.0, 1.0, ">=", "", problem is None,
+                      problem or f"{traffic_summary(launches)}; {what}", scored=False)
 
 
 class CudaLab(LabSpec):

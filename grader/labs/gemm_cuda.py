@@ -88,8 +88,8 @@ from pathlib import Path
 import numpy as np
 
 from grader.labs._cuda import (
-    PROFILE, CudaLab, coalesced_fraction, fmt_seconds, launch_dict, modelled_seconds,
-    total_counters, traffic_summary, unchecked_problem,
+    PROFILE, CudaLab, coalesced_fraction, coalesced_rule, fmt_seconds, kernels_gate, launch_dict,
+    modelled_seconds, total_counters, traffic_summary, unchecked_problem,
 )
 from grader.labs._gemm import case_seed, gemm_case_data, gemm_check, probably_correct
 from grader.spec import Case, CaseData, HiddenCases, RuleResult
@@ -363,9 +363,7 @@ class GemmCUDA(CudaLab):
             ts = modelled_seconds(sub, flops, m["profile"])
             tn = modelled_seconds(naive, flops, m["profile"])
             speedup = tn["seconds"] / ts["seconds"]
-            eff = coalesced_fraction(sub)
             eff_naive = coalesced_fraction(naive)
-            t = total_counters(sub)
             rules.append(RuleResult(
                 "modelled speedup over the naive kernel", speedup, MIN_MODELLED_SPEEDUP, ">=",
                 "x", speedup >= MIN_MODELLED_SPEEDUP,
@@ -374,18 +372,12 @@ class GemmCUDA(CudaLab):
                 f"{fmt_seconds(ts['seconds'])} ({ts['bound']}-bound; {traffic_summary(sub)}); as launched at "
                 f"this size (launch overhead included): naive {fmt_seconds(tn['as_launched_s'])}, "
                 f"yours {fmt_seconds(ts['as_launched_s'])}"))
-            rules.append(RuleResult(
-                "global memory coalesced", 100.0 * eff, 100.0 * MIN_COALESCED, ">=", "%",
-                eff >= MIN_COALESCED,
-                f"bytes the threads asked for / bytes moved in 32-byte sectors, loads and "
-                f"stores: {t['global_load_bytes'] + t['global_store_bytes']} / "
-                f"{32 * (t['global_load_sectors'] + t['global_store_sectors'])} (the naive "
-                f"kernel: {eff_naive:.0%}); a warp should read 32 consecutive floats, not a "
-                "column"))
-        rules.append(RuleResult(
-            "the product was computed by kernels", 0.0 if work else 1.0, 1.0, ">=", "",
-            work is None, work or f"{traffic_summary(sub)}; every element of C stored and every byte "
-                                  "of A and B read by kernels", scored=False))
+            rules.append(coalesced_rule(
+                sub, MIN_COALESCED, f"the naive kernel: {eff_naive:.0%}; a warp should read 32 "
+                "consecutive floats, not a column"))
+        rules.append(kernels_gate("the product was computed by kernels", work, sub,
+                                  "every element of C stored and every byte of A and B read by "
+                                  "kernels"))
         return rules
 
     def _rules_gpu(self, m: dict) -> list[RuleResult]:

@@ -82,7 +82,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.labs._cuda import (
-    PROFILE, CudaLab, bytes_read_from, coalesced_fraction, fmt_seconds, launch_dict,
+    PROFILE, CudaLab, bytes_read_from, coalesced_rule, fmt_seconds, kernels_gate, launch_dict,
     elements_stored, modelled_seconds, stores_into_final, total_counters, traffic_summary,
     unchecked_problem, with_atomic_reads,
 )
@@ -491,7 +491,6 @@ class SoftmaxCUDA(CudaLab):
             ts = modelled_seconds(sub, 0.0, m["profile"])
             tb = modelled_seconds(base, 0.0, m["profile"])
             speedup = tb["seconds"] / ts["seconds"]
-            eff = coalesced_fraction(sub)
             dram = model.get_profile(m["profile"]).dram_bytes_per_s
             useful = 2.0 * 4 * M * N
             gbs, gbs_base = useful / ts["seconds"] / 1e9, useful / tb["seconds"] / 1e9
@@ -507,18 +506,12 @@ class SoftmaxCUDA(CudaLab):
                 f"{dram / 1e9:.0f} GB/s DRAM roof); DRAM bytes per element of X: "
                 f"{(t['dram_read_bytes'] + t['dram_write_bytes']) / (M * N):.1f} (a fused "
                 "kernel: 8)"))
-            rules.append(RuleResult(
-                "global memory coalesced", 100.0 * eff, 100.0 * MIN_COALESCED, ">=", "%",
-                eff >= MIN_COALESCED,
-                f"bytes the threads asked for / bytes moved in 32-byte sectors, loads and "
-                f"stores: {t['global_load_bytes'] + t['global_store_bytes']} / "
-                f"{32 * (t['global_load_sectors'] + t['global_store_sectors'])}; consecutive "
-                "lanes should read consecutive elements of the row (j = threadIdx.x + k * "
-                "blockDim.x), not each thread its own chunk"))
-        rules.append(RuleResult(
-            "the softmax was computed by kernels", 0.0 if work else 1.0, 1.0, ">=", "",
-            work is None, work or f"{traffic_summary(sub)}; every element of Y stored and every "
-                                  "byte of X read by kernels", scored=False))
+            rules.append(coalesced_rule(
+                sub, MIN_COALESCED, "consecutive lanes should read consecutive elements of the "
+                "row (j = threadIdx.x + k * blockDim.x), not each thread its own chunk"))
+        rules.append(kernels_gate("the softmax was computed by kernels", work, sub,
+                                  "every element of Y stored and every byte of X read by "
+                                  "kernels"))
         return rules
 
     def _rules_gpu(self, m: dict) -> list[RuleResult]:
