@@ -84,8 +84,8 @@ class Worker:
 
     def __init__(self, lab_id: str, submission: Path, workdir: Path, limits: Limits,
                  cpu_only: bool = False, tier: str | None = None):
-        """``tier``: the device tier the worker must use, as the grader chose it ("cpu" and
-        "sim" run on the simulator, "gpu" on the GPU); ``cpu_only=True`` is ``tier="cpu"``.
+        """``tier``: the device tier the worker must use, as the grader chose it ("cpu", "sim"
+        and "npu" run on the simulator, "gpu" on the GPU); ``cpu_only=True`` is ``tier="cpu"``.
         None: the worker chooses for itself (a driver probe)."""
         self.workdir = workdir
         self.limits = limits
@@ -100,7 +100,7 @@ class Worker:
                if not k.startswith(("NUMBA_", "KERNELLAB_SIM_"))}
         env.pop("KERNELLAB_HIDDEN_SEED", None)  # the instructor's secret stays with the grader
         tier = "cpu" if cpu_only else tier
-        if tier in ("cpu", "sim"):  # no CUDA driver probe (cuInit) under the address-space limit
+        if tier in ("cpu", "sim", "npu"):  # no CUDA driver probe (cuInit) under the memory limit
             env["KERNELLAB_DEVICE"] = "sim"
         elif tier == "gpu":  # the grader's choice, not a second probe that might disagree
             env["KERNELLAB_DEVICE"] = "gpu"

@@ -34,6 +34,7 @@ import ast
 import codecs
 import functools
 import importlib
+import importlib.util
 import pkgutil
 import re
 import types
@@ -203,7 +204,10 @@ def check_source(source: str, *, allowed_imports: frozenset[str],
     ``allowed_imports``: top-level module names the lab permits. ``banned_names``: extra names
     for this lab (e.g. its own baseline ``gemm_naive``). ``allowed_submodules``: submodules of
     those a lab needs beyond :data:`ALLOWED_SUBMODULES` (full names, e.g. ``numba.cuda``; the
-    last part of each is then no escape name). A syntax error is returned as a finding, and so
+    last part of each is then no escape name). A course package in ``allowed_imports``
+    (``kernellab`` for the NPU labs, whose kernels are written against ``kernellab.npu``) opens
+    only the modules of it listed in ``allowed_submodules``: ``import kernellab.sim`` or ``from
+    kernellab import sim`` stays a finding. A syntax error is returned as a finding, and so
     is source too deeply nested or too large for Python's parser.
     """
     try:
@@ -221,6 +225,36 @@ def check_source(source: str, *, allowed_imports: frozenset[str],
     escape = ((BANNED_ESCAPE | escape_names(allowed_imports, allowed_submodules))
               - allowed_imports - {m.rsplit(".", 1)[-1] for m in allowed_submodules})
     out: list[Finding] = []
+    # course packages a lab opens (``kernellab`` for the NPU labs) are opened only as far as
+    # the lab lists their modules in ``allowed_submodules``: kernellab.npu, not kernellab.sim
+    course_allowed = BANNED_COURSE & allowed_imports
+
+    def course_module_rule(module: str, line: int) -> None:
+        parts = module.split(".")
+        if parts[0] not in course_allowed:
+            return
+        for i in range(2, len(parts) + 1):
+            sub = ".".join(parts[:i])
+            if sub not in allowed_submodules:
+                out.append(Finding(line, f"module '{sub}' belongs to the course's own code and "
+                                         "is not open to this lab (open: "
+                                         f"{', '.join(sorted(allowed_submodules))})"))
+                return
+
+    def course_submodule_rule(module: str, name: str, line: int) -> None:
+        # ``from kernellab import sim``: the imported name is itself a module of the course
+        full = f"{module}.{name}"
+        if full in allowed_submodules:
+            return
+        try:
+            found = importlib.util.find_spec(full) is not None
+        except Exception:  # noqa: BLE001 - a broken or missing package: not a module then
+            found = False
+        if found:
+            out.append(Finding(line, f"module '{full}' belongs to the course's own code and is "
+                                     "not open to this lab (open: "
+                                     f"{', '.join(sorted(allowed_submodules))})"))
+
     coding = _coding_finding(source)
     if coding:
         out.append(coding)
@@ -237,7 +271,7 @@ def check_source(source: str, *, allowed_imports: frozenset[str],
             out.append(Finding(line, f"'{name}' is not allowed in a graded submission"))
         elif name in BANNED_NUMBA:
             out.append(Finding(line, f"numba's '{name}' is not allowed here: use @njit / prange"))
-        elif name in BANNED_COURSE:
+        elif name in BANNED_COURSE and name not in allowed_imports:
             out.append(Finding(line, f"'{name}' belongs to the course's own code; a submission "
                                      "may not use it"))
         elif name.startswith("__") or (what in ("attribute", "module", "imported name")
@@ -301,6 +335,7 @@ def check_source(source: str, *, allowed_imports: frozenset[str],
                                              f"(allowed: {', '.join(sorted(allowed_imports))})"))
                 for i, part in enumerate(alias.name.split(".")):  # the top: allowlist above
                     name_rule(part, line, "module" if i else "name")
+                course_module_rule(alias.name, line)
         elif isinstance(node, ast.ImportFrom) and node.module == "__future__" and not node.level:
             pass  # compiler directives (``from __future__ import annotations``), not a module
         elif isinstance(node, ast.ImportFrom):
@@ -311,12 +346,16 @@ def check_source(source: str, *, allowed_imports: frozenset[str],
             for i, part in enumerate(mod.split(".")):
                 if part:
                     name_rule(part, line, "module" if i else "name")
+            if not node.level:
+                course_module_rule(mod, line)
             for alias in node.names:
                 if alias.name == "*":
                     out.append(Finding(line, f"'from {mod} import *' is not allowed: import the "
                                              "names you use, so that these rules can see them"))
                 else:
                     name_rule(alias.name, line, "imported name")
+                    if not node.level and mod.split(".")[0] in course_allowed:
+                        course_submodule_rule(mod, alias.name, line)
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             out.append(Finding(line, "the '@' operator computes the product for you: write the "
                                      "loops yourself"))

@@ -20,10 +20,11 @@ then :mod:`~kernellab.npu.timing` replays the records on the machine card
 (:mod:`~kernellab.npu.machine`): in-order pipes ordered by the flags the queues lower to,
 DMA with latency and per-core caps, HBM shared by water-filling, an LRU L2.
 
-Modules: ``machine`` (cards, ``platform_info``), ``tensors`` (positions, GM/local tensors),
-``memory`` (on-chip buffers, GM), ``runtime`` (per-block context, queue state machine),
-``asc`` (the kernel API), ``record``, ``timing``, ``trace`` (Gantt, Chrome JSON), ``result``
-(``RunResult``), ``launch``, ``errors``.
+Modules: ``machine`` (cards, ``platform_info``, ``use_machine``), ``tensors`` (positions,
+GM/local tensors), ``memory`` (on-chip buffers, GM), ``runtime`` (per-block context, queue
+state machine), ``asc`` (the kernel API), ``record``, ``timing``, ``trace`` (Gantt, Chrome
+JSON), ``result`` (``RunResult``), ``launch`` (``launch``, ``retime``, ``capture``: the
+launches host code made, with what each wrote and read), ``errors``.
 
 Not in v1 (NPU.md lists them; the simulator raises or lacks them):
 
@@ -41,12 +42,12 @@ Not in v1 (NPU.md lists them; the simulator raises or lacks them):
 from kernellab.npu import asc, errors
 from kernellab.npu.asc import tiling_struct
 from kernellab.npu.errors import NPUError
-from kernellab.npu.launch import launch, retime
+from kernellab.npu.launch import capture, launch, retime
 from kernellab.npu.machine import (DEFAULT_MACHINE, PRESETS, MachineConfig, PlatformInfo,
-                                   describe, get_machine, platform_info)
+                                   describe, get_machine, platform_info, use_machine)
 from kernellab.npu.result import RunResult
 from kernellab.npu.trace import Trace
 
-__all__ = ["asc", "errors", "NPUError", "launch", "retime", "tiling_struct", "MachineConfig",
-           "PlatformInfo", "PRESETS", "DEFAULT_MACHINE", "get_machine", "platform_info",
-           "describe", "RunResult", "Trace"]
+__all__ = ["asc", "errors", "NPUError", "launch", "retime", "capture", "tiling_struct",
+           "MachineConfig", "PlatformInfo", "PRESETS", "DEFAULT_MACHINE", "get_machine",
+           "platform_info", "use_machine", "describe", "RunResult", "Trace"]

@@ -32,6 +32,7 @@ Cube: :func:`mmad` (C = A·B or C += A·B, fp16/bf16 -> fp32, int8 -> int32).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import inspect
 from collections import deque as _deque
@@ -662,6 +663,26 @@ def load_data(dst: LocalTensor, src: LocalTensor, *, row: int = 0, col: int = 0,
 _MMAD_TYPES = {("float16", "float32"): "f16", ("bfloat16", "float32"): "f16",
                ("int8", "int32"): "i8"}
 
+_BLAS = None
+
+
+def _one_blas_thread():
+    """A context in which NumPy's BLAS runs on one thread (``threadpoolctl``; a no-op without
+    it). ``mmad``'s products are small (at most an L0 tile), and a multi-threaded BLAS pays a
+    thread hand-off per call: on a 2-core machine with the other core busy, 1000 float64
+    products of 128x64 by 64x128 took 8 s with OpenBLAS's default threads and 0.05 s with one.
+    The thread count does not change the results (OpenBLAS splits the output, not K)."""
+    global _BLAS
+    if _BLAS is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+            _BLAS = ThreadpoolController()
+        except Exception:  # noqa: BLE001 - optional: timing only, never results
+            _BLAS = False
+    if _BLAS is False:
+        return contextlib.nullcontext()
+    return _BLAS.limit(limits=1, user_api="blas")
+
 
 def mmad(co1: LocalTensor, a2: LocalTensor, b2: LocalTensor, m: int, n: int, k: int,
          init: bool = True) -> None:
@@ -711,14 +732,15 @@ def mmad(co1: LocalTensor, a2: LocalTensor, b2: LocalTensor, m: int, n: int, k: 
     B = b2.np(b2.rows * b2.cols).reshape(b2.rows, b2.cols)[:k, :n]
     C = co1.np(mp * np_).reshape(mp, np_)
     if kind == "i8":
-        prod = A.astype(np.int64) @ B.astype(np.int64)
+        prod = A.astype(np.int64) @ B.astype(np.int64)  # integer matmul: no BLAS
         if init:
             C[...] = 0
             C[:m, :n] = prod.astype(np.int32)
         else:
             C[:m, :n] = (C[:m, :n].astype(np.int64) + prod).astype(np.int32)
     else:
-        prod = A.astype(np.float64) @ B.astype(np.float64)
+        with _one_blas_thread():
+            prod = A.astype(np.float64) @ B.astype(np.float64)
         if init:
             C[...] = 0
             C[:m, :n] = prod.astype(np.float32)
@@ -752,7 +774,11 @@ def fixpipe(dst: GlobalTensor, co1: LocalTensor, m: int, n: int, *, dst_stride: 
     if str(dst.dtype) not in ok.get(str(co1.dtype), ()):
         raise errors.DTypeError(f"{format_src(where)}\nfixpipe {co1.dtype} -> {dst.dtype} is not "
                                 f"supported (allowed: {ok.get(str(co1.dtype))})")
-    if co1.rows is None or m < 1 or n < 1 or m > co1.rows or n > co1.cols:
+    if co1.rows is None:
+        raise errors.ShapeError(f"{format_src(where)}\nfixpipe reads a CO1 tensor that no mmad "
+                                "has written yet (start each output block with "
+                                "mmad(..., init=True))")
+    if m < 1 or n < 1 or m > co1.rows or n > co1.cols:
         raise errors.ShapeError(f"{format_src(where)}\nfixpipe m={m}, n={n} from a CO1 tensor "
                                 f"of {co1.rows}x{co1.cols}")
     if stride < n:

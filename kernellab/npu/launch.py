@@ -1,8 +1,12 @@
-"""``launch``: run a kernel on the simulated NPU (Phase A, then Phase B) and ``retime`` a run on
-another machine card without re-running its NumPy work."""
+"""``launch``: run a kernel on the simulated NPU (Phase A, then Phase B), ``retime`` a run on
+another machine card without re-running its NumPy work, and ``capture`` the launches a piece of
+host code makes (what the autograder uses to see how a result was produced)."""
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import hashlib
 import time
 
 import numpy as np
@@ -17,9 +21,12 @@ from kernellab.npu.tensors import GlobalTensor
 from kernellab.npu.timing import BlockStream, replay
 from kernellab.npu.trace import Trace
 
-__all__ = ["launch", "retime"]
+__all__ = ["launch", "retime", "capture", "Capture", "LaunchInfo", "ArrayInfo",
+           "content_digest"]
 
 MAX_BLOCK_DIM = 65535
+
+_CAPTURES: list = []
 
 
 def launch(kernel, block_dim: int, args, machine=None, *, strict: bool = False) -> RunResult:
@@ -49,6 +56,21 @@ def launch(kernel, block_dim: int, args, machine=None, *, strict: bool = False) 
             kernel = Kernel(kernel, "aiv")
         else:
             raise errors.LaunchError(f"launch needs a kernel function, got {kernel!r}")
+    if not _CAPTURES:
+        return _launch(kernel, block_dim, args, mc, strict, None)
+    info = LaunchInfo(kernel, block_dim, mc, args)
+    try:
+        info.result = _launch(kernel, block_dim, args, mc, strict, info)
+        return info.result
+    except BaseException as exc:
+        info.error = exc
+        raise
+    finally:
+        for cap in list(_CAPTURES):
+            cap.launches.append(info)
+
+
+def _launch(kernel, block_dim, args, mc, strict, info) -> RunResult:
     if isinstance(block_dim, bool) or not isinstance(block_dim, (int, np.integer)) or \
             not 1 <= int(block_dim) <= MAX_BLOCK_DIM:
         raise errors.LaunchError(f"block_dim must be an int in 1..{MAX_BLOCK_DIM}, got "
@@ -96,7 +118,10 @@ def launch(kernel, block_dim: int, args, machine=None, *, strict: bool = False) 
     for buf in bufs:
         buf.write_back()
     functional_s = time.perf_counter() - t_a
-    return _timed(kernel.name, block_dim, mc, kernel.core, streams, warns, functional_s)
+    res = _timed(kernel.name, block_dim, mc, kernel.core, streams, warns, functional_s)
+    if info is not None:
+        info._finish(bufs, streams)
+    return res
 
 
 def _timed(name, block_dim, mc, core, streams, warns, functional_s):
@@ -116,3 +141,163 @@ def retime(result: RunResult, machine) -> RunResult:
     mc = get_machine(machine)
     return _timed(result.kernel, result.block_dim, mc, result.core_type, result._blocks,
                   result.warnings, 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# capture: what a piece of host code launched
+# ---------------------------------------------------------------------------------------------
+def content_digest(a) -> str:
+    """A digest of an array's dtype, shape and bytes (sha256, 32 hex digits)."""
+    a = np.ascontiguousarray(a)
+    h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
+    h.update(a.reshape(-1).view(np.uint8).data if a.size else b"")
+    return h.hexdigest()[:32]
+
+
+def _merge(ivs):
+    out = []
+    for s, e in sorted(ivs):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+class ArrayInfo:
+    """One NumPy argument of a captured launch.
+
+    Attributes:
+        index: argument position; name: the kernel's parameter name.
+        array: the caller's array object (identity: the same array over several launches).
+        shape, dtype, nbytes: of the array.
+        digest_start, digest_end: :func:`content_digest` before the launch and after its
+            results were written back (``None`` if the launch failed).
+        written: merged byte intervals ``[start, end)`` of the array that the device wrote
+            (MTE3 ``data_copy``/``data_copy_pad`` and FIX ``fixpipe``, any block).
+        read: merged byte intervals the device read (MTE2 copies).
+        writers: block id -> bytes that block wrote.
+    """
+
+    __slots__ = ("index", "name", "array", "shape", "dtype", "nbytes", "digest_start",
+                 "digest_end", "written", "read", "writers")
+
+    def __init__(self, index, name, array):
+        self.index = index
+        self.name = name
+        self.array = array
+        self.shape = tuple(array.shape)
+        self.dtype = array.dtype
+        self.nbytes = int(array.nbytes)
+        self.digest_start = content_digest(array)
+        self.digest_end = None
+        self.written: list[tuple[int, int]] = []
+        self.read: list[tuple[int, int]] = []
+        self.writers: dict[int, int] = {}
+
+    @property
+    def written_bytes(self) -> int:
+        """Distinct bytes of the array the device wrote."""
+        return sum(e - s for s, e in self.written)
+
+    @property
+    def read_bytes(self) -> int:
+        """Distinct bytes of the array the device read."""
+        return sum(e - s for s, e in self.read)
+
+    def __repr__(self):
+        return (f"ArrayInfo({self.name}, {self.shape} {self.dtype}, written "
+                f"{self.written_bytes}/{self.nbytes} B, read {self.read_bytes} B)")
+
+
+class LaunchInfo:
+    """One captured :func:`launch`: ``kernel`` (name), ``core_type``, ``block_dim``,
+    ``machine`` (the card it ran on), ``arrays`` (an :class:`ArrayInfo` per NumPy argument),
+    ``result`` (the :class:`RunResult`, or ``None`` if it failed) and ``error`` (the exception
+    it raised, or ``None``)."""
+
+    def __init__(self, kernel, block_dim, machine, args):
+        self.kernel = kernel.name
+        self.core_type = kernel.core
+        self.block_dim = block_dim
+        self.machine = machine
+        self.result = None
+        self.error = None
+        self.arrays = []
+        if not isinstance(args, (tuple, list)):
+            args = (args,)
+        for i, a in enumerate(args):
+            if isinstance(a, np.ndarray):
+                name = kernel.params[i] if i < len(kernel.params) else f"arg{i}"
+                self.arrays.append(ArrayInfo(i, name, a))
+
+    def _finish(self, bufs, streams) -> None:
+        by_index = {b.index: b for b in bufs}
+        starts = [b.base for b in bufs]
+        reads: dict[int, list] = {}
+        for st in streams:
+            for r in st.records:
+                c = r.cost
+                if c is None or c[0] != "dma" or c[1]:
+                    continue
+                for addr, nb in c[2]:
+                    k = bisect.bisect_right(starts, addr) - 1
+                    if k >= 0 and addr < bufs[k].base + bufs[k].nbytes:
+                        rel = addr - bufs[k].base
+                        reads.setdefault(k, []).append((rel, rel + nb))
+        pos = {b.index: k for k, b in enumerate(bufs)}
+        for ai in self.arrays:
+            buf = by_index.get(ai.index)
+            if buf is None:
+                continue
+            ai.digest_end = content_digest(ai.array)
+            ivs = []
+            for blk, lst in buf.writes.items():
+                m = _merge(lst)
+                ai.writers[blk] = sum(e - s for s, e in m)
+                ivs.extend(m)
+            ai.written = _merge(ivs)
+            ai.read = _merge(reads.get(pos[ai.index], []))
+
+    @property
+    def cycles(self) -> int:
+        """Device cycles of the launch (0 if it failed)."""
+        return self.result.cycles if self.result is not None else 0
+
+    def __repr__(self):
+        state = f"cycles={self.cycles}" if self.error is None else \
+            f"error={type(self.error).__name__}"
+        return f"LaunchInfo({self.kernel}, block_dim={self.block_dim}, {self.machine.key}, {state})"
+
+
+class Capture:
+    """The launches made while a :func:`capture` block was active: ``launches``, a list of
+    :class:`LaunchInfo` in launch order (failed launches included)."""
+
+    def __init__(self):
+        self.launches: list[LaunchInfo] = []
+
+    @property
+    def cycles(self) -> int:
+        """Device cycles of all launches, one after the other."""
+        return sum(li.cycles for li in self.launches)
+
+
+@contextlib.contextmanager
+def capture():
+    """Record every :func:`launch` made inside the ``with`` block (nested captures each see
+    them)::
+
+        with npu.capture() as cap:
+            my_host_function(x, y, z)
+        cap.launches[0].result.cycles, cap.launches[0].arrays[2].written_bytes
+
+    The autograder uses it to read the cycles of the launches a submission made and to see
+    that the output was written by the device, without trusting what the host code returns.
+    """
+    cap = Capture()
+    _CAPTURES.append(cap)
+    try:
+        yield cap
+    finally:
+        _CAPTURES.remove(cap)

@@ -34,7 +34,7 @@ class RunResult:
     ``pipe_busy_pct``, ``bottleneck``, ``critical_core``, ``bytes``, ``flops``,
     ``hbm_bytes``, ``achieved_GBps``, ``achieved_TFLOPS``, ``hbm_roof_pct``, ``cube_util``,
     ``roofline``, ``trace``, ``trace_hash``, ``warnings``, ``n_records``, ``functional_s``,
-    ``timing_s``."""
+    ``timing_s``; :meth:`records` gives one block's recorded instructions."""
 
     def __init__(self, *, kernel, block_dim, machine, core_type, timing, trace, blocks,
                  warnings, functional_s, timing_s):
@@ -100,6 +100,16 @@ class RunResult:
         self.functional_s = functional_s
         self.timing_s = timing_s
         self._blocks = blocks
+
+    def records(self, block: int = 0) -> list:
+        """The instruction records block ``block`` recorded in Phase A, in program order
+        (:class:`~kernellab.npu.record.Record`: ``pipe``, ``kind`` OP/SET/WAIT, ``op``,
+        ``key`` of a flag, ``src`` ...): what the timing replay ran, including the
+        ``set_flag``/``wait_flag`` pairs the queue calls were lowered to. Raises IndexError
+        for a block outside ``[0, block_dim)``."""
+        if not 0 <= block < len(self._blocks):
+            raise IndexError(f"block {block} outside [0, {len(self._blocks)})")
+        return list(self._blocks[block].records)
 
     def summary(self) -> str:
         """A few lines of text: cycles and time, HBM figures, the critical core's pipes, bytes."""

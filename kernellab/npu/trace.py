@@ -98,19 +98,21 @@ class Trace:
     def to_chrome(self, path=None) -> dict:
         """Chrome / Perfetto trace-event JSON: one complete event (``ph: "X"``) per span,
         ``pid`` = core, ``tid`` = pipe, ``ts``/``dur`` in microseconds at the card's clock (the
-        cycles are in ``args``), plus process/thread name metadata. Writes ``path`` if given;
-        returns the dict."""
+        cycles are in ``args``), plus process/thread name metadata (``ph: "M"``, ``ts: 0``, so
+        every event carries name/ph/ts/pid/tid). Writes ``path`` if given; returns the dict.
+        Open the file in https://ui.perfetto.dev ("Open trace file") or chrome://tracing
+        ("Load")."""
         us = 1.0 / self.freq_mhz
         out = []
         cores = sorted({e.core for e in self.events})
         for c in cores:
-            out.append({"name": "process_name", "ph": "M", "pid": c, "tid": 0,
+            out.append({"name": "process_name", "ph": "M", "pid": c, "tid": 0, "ts": 0,
                         "args": {"name": self.core_name(c)}})
             for i, p in enumerate(PIPES):
-                out.append({"name": "thread_name", "ph": "M", "pid": c, "tid": i,
+                out.append({"name": "thread_name", "ph": "M", "pid": c, "tid": i, "ts": 0,
                             "args": {"name": p}})
                 out.append({"name": "thread_sort_index", "ph": "M", "pid": c, "tid": i,
-                            "args": {"sort_index": i}})
+                            "ts": 0, "args": {"sort_index": i}})
         for e in self.events:
             out.append({
                 "name": e.op, "cat": "wait" if e.op == "wait_flag" else e.pipe, "ph": "X",
@@ -138,7 +140,8 @@ class Trace:
                   "V": "tab:green", "MTE3": "tab:orange", "FIX": "tab:purple"}
         for row, p in enumerate(pipes):
             spans = [(s, e - s) for s, e in self.spans(core, p) if e > s]
-            ax.broken_barh(spans, (row - 0.35, 0.7), color=colors.get(p, "tab:blue"))
+            ax.broken_barh(spans, (row - 0.35, 0.7), facecolor=colors.get(p, "tab:blue"),
+                           edgecolor="white", linewidth=0.3)  # back-to-back bars stay apart
             if waits:
                 ws = [(s, e - s) for s, e in self.spans(core, p, waits=True) if e > s]
                 if ws:

@@ -1,0 +1,331 @@
+"""What the NPU labs share (``npu-vector-add``, ``npu-matmul``): the ``npu`` tier, the cards
+they are graded on, the probe of a call (the launches it made, captured inside
+:func:`kernellab.npu.launch`, never taken from what the host code returns), those launches as
+JSON, and the checks that the result came from the simulated device.
+
+Tier ``npu``: kernels run on :mod:`kernellab.npu` (NumPy, no GPU, no NPU) and speed is graded
+by its *modelled* cycles, which are the same on every run and machine (the trace hash says so).
+
+Cards. Correctness cases and the all-core timed run use the frozen ``ascend910b-like@1`` card
+(48 AIV, 24 AIC); the one-core timed run uses the same card with one AIC and one AIV
+(:data:`ONE_CORE`, entered with :func:`kernellab.npu.use_machine`), so a submission's host code
+is timed on one core by reading the core count from ``npu.platform_info()`` as Ascend C host
+tiling does. Both cards are bound when this module is imported (in the grader's worker, before
+the submission loads): every captured launch must have run on the card the grader chose, so a
+submission cannot time itself on a faster card of its own.
+
+How a result must be produced (:func:`device_problem`), checked on every correctness call and
+on the timed calls: at least one launch, none failed (an error the host code caught still
+fails), every launch on the grader's card, every byte of the output the caller finally holds
+written by the device (MTE3 ``data_copy`` / FIX ``fixpipe``) into an array that ended the
+launches with exactly that content, every byte of each input read by the device (MTE2) from an
+array holding that input, and at least the lab's useful arithmetic done on the device (vector
+additions, cube multiply-adds). Uninitialised on-chip reads are errors while grading
+(the simulator's ``strict`` mode), like the simulator's other errors (overflow, queue misuse,
+deadlock, leak, multi-core write conflicts ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import operator
+import warnings
+
+from grader.spec import LabSpec
+from kernellab.npu import errors as npu_errors
+from kernellab.npu.launch import capture, content_digest
+from kernellab.npu.machine import DEFAULT_MACHINE, get_machine, use_machine
+
+#: The card correctness cases and the all-core timed run use.
+CARD = get_machine(DEFAULT_MACHINE)
+#: The same card with one AIC and one AIV: the one-core timed run.
+ONE_CORE = dataclasses.replace(
+    CARD, name=f"{CARD.name}-1core",
+    description=f"{CARD.description}, cut to 1 AIC + 1 AIV (the one-core timed run)",
+    n_aic=1, n_aiv=1)
+
+#: Longest simulator message kept in a report line (the worker keeps the first 300 characters
+#: of an exception's first line; the NPU errors name the line, then say what went wrong).
+MAX_MESSAGE = 600
+
+#: Names of the simulator a submission has no business reaching: its per-block context and
+#: records (``asc.ctx()``), the queue lowering table, the card registry (a faster card), and
+#: the hooks the grader captures launches with.
+SIMULATOR_INTERNALS = frozenset({
+    "ctx", "current", "install", "QUEUE_PIPES", "PRESETS", "capture", "use_machine", "retime",
+    "Capture", "LaunchInfo", "ArrayInfo", "content_digest", "BlockContext", "replay",
+    "MachineConfig",
+})
+
+
+def one_line(exc: BaseException) -> str:
+    """A simulator error's message in one line: its lines joined with `` / `` (the first names
+    the kernel's source line), trimmed to :data:`MAX_MESSAGE` characters."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = " / ".join(lines)
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "…"
+
+
+def readable(exc: BaseException) -> BaseException:
+    """The same error class with the message in one line (the report shows the first line of an
+    exception's message only: the table of an overflow follows the line that explains it)."""
+    try:
+        new = type(exc)(one_line(exc))
+    except Exception:  # noqa: BLE001 - a class that does not take one message: keep it
+        return exc
+    return new
+
+
+@contextlib.contextmanager
+def npu_call(card):
+    """Run host code on ``card`` (``platform_info()`` and ``launch`` without ``machine=``),
+    uninitialised reads raising, every launch captured. Yields the Capture; a simulator error
+    leaves as the same class with a one-line message."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", npu_errors.UninitializedReadWarning)
+        with use_machine(card), capture() as cap:
+            try:
+                yield cap
+            except npu_errors.NPUError as exc:
+                raise readable(exc) from None
+
+
+def launch_dict(li, card) -> dict:
+    """One captured launch as JSON: kernel, block_dim, the card (``machine_ok``: the one the
+    grader chose), the error it raised (``"Class: message"``) and, if it ran, its figures."""
+    try:
+        block_dim = operator.index(li.block_dim)
+    except TypeError:  # a bad block_dim (the launch then failed): shown as given
+        block_dim = str(li.block_dim)
+    d = {"kernel": str(li.kernel), "core_type": str(li.core_type), "block_dim": block_dim,
+         "machine": li.machine.key, "machine_ok": li.machine == card,
+         "error": None if li.error is None else f"{type(li.error).__name__}: {one_line(li.error)}"}
+    r = li.result
+    if r is not None:
+        d.update({"cycles": int(r.cycles), "cores_used": int(r.cores_used),
+                  "bottleneck": r.bottleneck, "critical_core": r.critical_core,
+                  "pipe_busy_pct": {k: round(float(v), 3) for k, v in r.pipe_busy_pct.items()},
+                  "bytes": {k: int(v) for k, v in r.bytes.items()},
+                  "hbm_bytes": int(r.hbm_bytes),
+                  "flops": {k: int(v) for k, v in r.flops.items()},
+                  "trace_hash": r.trace_hash, "n_records": int(r.n_records),
+                  "functional_s": round(float(r.functional_s), 3),
+                  "timing_s": round(float(r.timing_s), 3)})
+    return d
+
+
+def _merge(ivs):
+    out = []
+    for s, e in sorted(ivs):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return sum(e - s for s, e in out)
+
+
+def capture_dict(cap, card) -> dict:
+    """A capture as JSON: ``launches`` (:func:`launch_dict`) and ``arrays``, one entry per
+    array *object* passed to the launches (an output written over several launches is one
+    entry): name, shape, dtype, nbytes, content digest before its first launch and after its
+    last successful one, distinct bytes the device wrote to it and read from it, and how many
+    blocks wrote to it out of how many launched."""
+    objs: dict[int, dict] = {}
+    for li in cap.launches:
+        for ai in li.arrays:
+            o = objs.get(id(ai.array))
+            if o is None:
+                o = objs[id(ai.array)] = {
+                    "name": str(ai.name), "shape": [int(s) for s in ai.shape],
+                    "dtype": str(ai.dtype), "nbytes": int(ai.nbytes),
+                    "digest_start": ai.digest_start, "digest_end": None,
+                    "_w": [], "_r": [], "blocks_writing": 0, "blocks_launched": 0}
+            if li.error is None and ai.digest_end is not None:
+                o["digest_end"] = ai.digest_end
+                o["_w"].extend(ai.written)
+                o["_r"].extend(ai.read)
+                o["blocks_writing"] += sum(1 for b in ai.writers.values() if b)
+                o["blocks_launched"] += operator.index(li.block_dim)
+    arrays = []
+    for o in objs.values():
+        o["written"] = _merge(o.pop("_w"))
+        o["read"] = _merge(o.pop("_r"))
+        arrays.append(o)
+    return {"launches": [launch_dict(li, card) for li in cap.launches], "arrays": arrays}
+
+
+def run_summary(info: dict) -> dict:
+    """What a report keeps of a timed call: per launch its kernel, block_dim, card, cycles and
+    trace hash (the same every run: the figures are modelled)."""
+    return {"cycles": total_cycles(info),
+            "launches": [{k: li.get(k) for k in ("kernel", "block_dim", "machine", "cycles",
+                                                 "trace_hash", "bottleneck", "n_records")}
+                         for li in info.get("launches", [])]}
+
+
+def total_cycles(info: dict) -> int:
+    """Device cycles of a call's launches, one after the other (0 if none ran)."""
+    return sum(int(li.get("cycles", 0)) for li in info.get("launches", []))
+
+
+def total(info: dict, key: str, sub: str | None = None) -> int:
+    """A figure summed over the launches (``flops``/``cube``, ``hbm_bytes`` ...)."""
+    out = 0
+    for li in info.get("launches", []):
+        v = li.get(key, 0)
+        out += int(v.get(sub, 0)) if sub is not None else int(v or 0)
+    return out
+
+
+def last_launch(info: dict) -> dict:
+    """The launch that took longest (the one a report describes)."""
+    runs = [li for li in info.get("launches", []) if "cycles" in li]
+    return max(runs, key=lambda li: li["cycles"]) if runs else {}
+
+
+#: How :func:`device_problem`'s messages about inputs and work begin (when the values are
+#: wrong as well, the comparison's message is shown instead: it says where and why).
+INPUT_PROBLEMS = ("the device read ", "the kernels did ")
+
+
+def device_problem(info: dict, *, output: tuple, inputs: list, work: tuple,
+                   card_name: str) -> str | None:
+    """None if the captured launches computed the result the caller holds, else what is wrong,
+    in plain words (module docstring).
+
+    Args:
+        info: :func:`capture_dict` of the call.
+        output: ``(name, digest, nbytes)`` of the output the caller holds after the call.
+        inputs: ``[(name, digest, nbytes), ...]`` of the inputs.
+        work: ``(flops key, least count, what)``, e.g. ``("vector", n, "additions")``.
+        card_name: the card the grader ran the call on (for the message).
+    """
+    launches = info.get("launches", [])
+    if not launches:
+        return ("no kernel was launched: the result must be computed on the simulated NPU "
+                "(npu.launch(kernel, block_dim, args)); this lab grades the kernel, not host "
+                "code")
+    for li in launches:
+        if li.get("error"):
+            return (f"launch of kernel {li['kernel']} failed and the host code carried on: "
+                    f"{li['error']}")
+    for li in launches:
+        if not li.get("machine_ok"):
+            return (f"kernel {li['kernel']} ran on the card {li['machine']}, not on the one the "
+                    f"grader runs ({card_name}): call npu.launch without machine= and read "
+                    "core counts and buffer sizes from npu.platform_info()")
+    name, digest, nbytes = output
+    arrays = info.get("arrays", [])
+    final = [a for a in arrays if a.get("digest_end") == digest and a["nbytes"] == nbytes]
+    if not final:
+        return (f"the {name} the caller holds is not what any launch left in an array: it was "
+                f"written (or changed) on the host; pass {name} itself to the kernel and write "
+                "every element on the device")
+    best = max(final, key=lambda a: a["written"])
+    if best["written"] < nbytes:
+        pct = min(99.9, 100.0 * best["written"] / nbytes) if nbytes else 0.0
+        return (f"the device wrote {best['written']} of the {nbytes} bytes of {name} "
+                f"({pct:.1f}%; {best['blocks_writing']} of {best['blocks_launched']} launched "
+                f"block(s) wrote to it): every output element must be written by the device "
+                "(data_copy UB->GM or fixpipe) — is the work split over the blocks (and the "
+                "tail of the last one) complete?")
+    for iname, idigest, inbytes in inputs:
+        held = [a for a in arrays if a.get("digest_start") == idigest and a["nbytes"] == inbytes]
+        got = max((a["read"] for a in held), default=0)
+        if got < inbytes:
+            return (f"the device read {got} of the {inbytes} bytes of {iname}: every byte of "
+                    f"{iname} must be read by the device, from {iname} itself (is a tail of it "
+                    "left out? a copy transformed on the host, or a result prepared on the host, "
+                    "does not count)")
+    key, least, what = work
+    done = total(info, "flops", key)
+    if done < least:
+        return (f"the kernels did {done} {key} operations, fewer than the {least} {what} the "
+                "result needs: it must be computed on the device")
+    return None
+
+
+class NPULab(LabSpec):
+    """A lab graded on the ``npu`` tier: kernels written against ``kernellab.npu`` (Ascend-C
+    style), speed from the simulator's modelled cycles (deterministic)."""
+
+    tier = "npu"
+    allowed_imports = frozenset({"numpy", "math", "kernellab"})
+    # kernellab opens only its NPU API: the package, the kernel API and the module of launch
+    # (whose name is also npu.launch, the function); not kernellab.npu.examples, not the rest
+    allowed_submodules = frozenset({"kernellab.npu", "kernellab.npu.asc",
+                                    "kernellab.npu.launch"})
+    codegen = "default"
+    compile_timeout_s = 120.0
+    case_timeout_s = 60.0
+    first_call_timeout_s = 60.0
+    perf_timeout_s = 240.0
+
+    #: the output's name and the inputs' names in a case (subclass)
+    output_name = ""
+    input_names: tuple = ()
+
+    def __init__(self):
+        # (case name, final output digest, values ok) from check(), for check_call()
+        self._last = None
+
+    # ------------------------------------------------- how the result was produced
+    def call_probe(self):
+        """Capture the call's launches on the full card; fills ``{"tier": "npu", "launches":
+        [...], "arrays": [...]}`` (:func:`capture_dict`)."""
+
+        @contextlib.contextmanager
+        def probe():
+            info: dict = {"tier": "npu"}
+            with npu_call(CARD) as cap:
+                yield info
+            info.update(capture_dict(cap, CARD))
+        return probe()
+
+    def remember_output(self, case, outputs: dict, values_ok: bool) -> None:
+        """Called by :meth:`check`: the digest of the output the caller holds and whether its
+        values passed, for :meth:`check_call` (which sees the probe's figures but not the
+        arrays)."""
+        out = outputs.get(self.output_name)
+        self._last = (case.name, None if out is None else content_digest(out), bool(values_ok))
+
+    def work(self, case, data) -> tuple:
+        """``(flops key, least count, what)`` the result needs (subclass)."""
+        raise NotImplementedError
+
+    def check_call(self, case, data, info: dict | None) -> str | None:
+        if not info or info.get("tier") != "npu" or "launches" not in info:
+            return None
+        last = self._last if self._last and self._last[0] == case.name else None
+        out_nbytes = _nbytes(data.outputs[self.output_name])
+        why = device_problem(
+            info, output=(self.output_name, last[1] if last else None, out_nbytes),
+            inputs=[(k, content_digest(data.inputs[k]), int(data.inputs[k].nbytes))
+                    for k in self.input_names],
+            work=self.work(case, data), card_name=CARD.key)
+        if why and last is not None and not last[2] and why.startswith(INPUT_PROBLEMS):
+            # wrong values and an input not read in full (a K tail left out ...): the values'
+            # message says more (where, and the lab's hint)
+            return None
+        return why
+
+    def timed_problem(self, run: dict, arrays: dict, suffix: str, card, work: tuple
+                      ) -> str | None:
+        """:func:`device_problem` for a timed call (grader side, from the re-check's arrays)."""
+        return device_problem(
+            run, output=(self.output_name, content_digest(arrays[self.output_name + suffix]),
+                         int(arrays[self.output_name + suffix].nbytes)),
+            inputs=[(k, content_digest(arrays[k + suffix]), int(arrays[k + suffix].nbytes))
+                    for k in self.input_names],
+            work=work, card_name=card.key)
+
+
+def _nbytes(spec) -> int:
+    import numpy as np
+
+    shape, dtype = spec
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n * np.dtype(dtype).itemsize
