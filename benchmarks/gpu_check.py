@@ -303,7 +303,9 @@ def main(argv=None) -> int:
 
     ok = True
     labs = []
-    gpu_specs = [s for s in all_specs() if s.tier != "cpu"]
+    from grader.labs._cuda import CudaLab
+
+    gpu_specs = [s for s in all_specs() if isinstance(s, CudaLab)]   # the gpu/sim-tier labs
     with tempfile.TemporaryDirectory(prefix="kernellab-gpu-check-") as d:
         for spec in gpu_specs:
             say(f"\nlab {spec.lab_id} ({spec.title}), solution solutions/{spec.notebook}:")
