@@ -386,7 +386,8 @@ def _explain(res: Comparison) -> str:
     parts = []
     if res.nonfinite:
         parts.append(f"{res.nonfinite} element(s) are NaN/inf where the reference is finite "
-                     "(outputs start as NaN: were some never written?)")
+                     "(outputs start as NaN: were some never written, or did the kernel compute "
+                     "inf/NaN?)")
     if res.mismatches:
         parts.append(f"{res.mismatches} of {res.n} elements outside the tolerance; worst at "
                      f"{res.worst_index}: got {res.worst_out:.7g}, expected {res.worst_ref:.7g} "
