@@ -115,14 +115,11 @@ def launch_dict(li, card) -> dict:
     return d
 
 
-def _merge(ivs):
-    out = []
-    for s, e in sorted(ivs):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return sum(e - s for s, e in out)
+def _merge(ivs) -> int:
+    """Bytes covered by the union of the intervals."""
+    from kernellab.npu.launch import merge_intervals
+
+    return sum(e - s for s, e in merge_intervals(ivs))
 
 
 def capture_dict(cap, card) -> dict:

@@ -208,6 +208,7 @@ import kernellab  # noqa: F401  (chooses the gpu/sim tier before numba.cuda is i
 from numba import cuda, float32
 
 from kernellab.kernels._cuda_args import is_device_array
+from kernellab.sim.counters import COUNTER_KEYS
 
 __all__ = ["reduce_v1", "reduce_v2", "reduce_v3", "reduce_v4", "reduce_v5", "reduce_v6",
            "reduce_v7", "LADDER", "KERNELS", "launch_config", "launch_plan", "expected_counters",
@@ -648,21 +649,9 @@ def _per_block(name):
     return tot + (bars, shf, shared_bytes)
 
 
-#: Every counter :func:`expected_counters` predicts: all of ``kernellab.sim.engine.COUNTER_KEYS``
-#: (the tests check that the two agree), listed here so that the GPU tier need not import the
-#: simulator's engine.
-PREDICTED_KEYS = (
-    "blocks", "threads", "warps",
-    "global_load_requests", "global_store_requests",
-    "global_load_sectors", "global_store_sectors",
-    "global_load_bytes", "global_store_bytes",
-    "global_load_elements", "global_store_elements",
-    "dram_read_bytes", "dram_write_bytes",
-    "shared_load_requests", "shared_store_requests",
-    "shared_load_elements", "shared_store_elements",
-    "shared_load_wavefronts", "shared_store_wavefronts",
-    "shared_bytes_per_block", "barriers", "warp_syncs", "shuffles", "votes", "atomics", "flops",
-)
+#: Every counter :func:`expected_counters` predicts: all of the sim tier's counters
+#: (:mod:`kernellab.sim.counters`, importable without the simulator's engine).
+PREDICTED_KEYS = COUNTER_KEYS
 
 
 def expected_counters(version, n: int) -> dict:

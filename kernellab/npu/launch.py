@@ -154,7 +154,8 @@ def content_digest(a) -> str:
     return h.hexdigest()[:32]
 
 
-def _merge(ivs):
+def merge_intervals(ivs) -> list[tuple[int, int]]:
+    """The union of half-open byte intervals ``(start, end)``, sorted and merged."""
     out = []
     for s, e in sorted(ivs):
         if out and s <= out[-1][1]:
@@ -253,11 +254,11 @@ class LaunchInfo:
             ai.digest_end = content_digest(ai.array)
             ivs = []
             for blk, lst in buf.writes.items():
-                m = _merge(lst)
+                m = merge_intervals(lst)
                 ai.writers[blk] = sum(e - s for s, e in m)
                 ivs.extend(m)
-            ai.written = _merge(ivs)
-            ai.read = _merge(reads.get(pos[ai.index], []))
+            ai.written = merge_intervals(ivs)
+            ai.read = merge_intervals(reads.get(pos[ai.index], []))
 
     @property
     def cycles(self) -> int:

@@ -92,7 +92,6 @@ import contextvars
 from array import array as _array
 import dis
 import functools
-import hashlib
 import inspect
 import operator
 import os
@@ -118,6 +117,7 @@ from numba.cuda.np import numpy_support as _npsupport
 import math as _math_mod
 
 from kernellab.sim import content_digest, gpumath
+from kernellab.sim.counters import COUNTER_KEYS
 from kernellab.sim.errors import (
     DivergenceError, KernelError, LaunchConfigError, OutOfBoundsError, RaceError, SimError,
     StuckKernelError, UninitialisedReadError,
@@ -1472,26 +1472,6 @@ def _unravel(root, off):
     except ValueError:
         return f"[element {int(off)}]"
 
-
-COUNTER_KEYS = (
-    "blocks", "threads", "warps",
-    "global_load_requests", "global_store_requests",
-    "global_load_sectors", "global_store_sectors",
-    "global_load_bytes", "global_store_bytes",
-    "global_load_elements", "global_store_elements",
-    "dram_read_bytes", "dram_write_bytes",
-    "shared_load_requests", "shared_store_requests",
-    "shared_load_elements", "shared_store_elements",
-    "shared_load_wavefronts", "shared_store_wavefronts",
-    "shared_bytes_per_block", "barriers", "warp_syncs", "shuffles", "votes", "atomics", "flops",
-)
-
-# Per launch: ``*_requests`` are warp-level memory instructions; ``*_elements`` the thread
-# accesses they carry (elements / requests = active lanes per request: 32 for a full warp, fewer
-# under divergence); ``global_*_sectors`` the 32-byte sectors they touch; ``shared_*_wavefronts``
-# the passes through the 32 banks (wavefronts / requests = bank-conflict degree);
-# ``dram_*_bytes`` each distinct sector once (compulsory traffic); ``shuffles``/``votes``/
-# ``warp_syncs`` warp collectives; ``atomics`` atomic operations; ``flops`` is left for callers.
 
 SHARED_KEYS = ("shared_load_requests", "shared_store_requests", "shared_load_elements",
                "shared_store_elements", "shared_load_wavefronts", "shared_store_wavefronts")

@@ -1,0 +1,24 @@
+"""The names of the sim tier's per-launch counters, in one dependency-free module: the engine
+fills them, and code that predicts them (``kernellab.kernels.reduce_cuda.expected_counters``)
+or runs on the gpu tier (where the engine's greenlet is not installed) can name them.
+
+``*_requests`` are warp-level memory instructions; ``*_elements`` the thread accesses they carry
+(elements / requests = active lanes per request: 32 for a full warp, fewer under divergence);
+``global_*_sectors`` the 32-byte sectors they touch; ``shared_*_wavefronts`` the passes through
+the 32 banks (wavefronts / requests = bank-conflict degree); ``dram_*_bytes`` each distinct
+sector once (compulsory traffic); ``shuffles``/``votes``/``warp_syncs`` warp collectives;
+``atomics`` atomic operations; ``flops`` is left for callers.
+"""
+
+COUNTER_KEYS = (
+    "blocks", "threads", "warps",
+    "global_load_requests", "global_store_requests",
+    "global_load_sectors", "global_store_sectors",
+    "global_load_bytes", "global_store_bytes",
+    "global_load_elements", "global_store_elements",
+    "dram_read_bytes", "dram_write_bytes",
+    "shared_load_requests", "shared_store_requests",
+    "shared_load_elements", "shared_store_elements",
+    "shared_load_wavefronts", "shared_store_wavefronts",
+    "shared_bytes_per_block", "barriers", "warp_syncs", "shuffles", "votes", "atomics", "flops",
+)
