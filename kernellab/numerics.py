@@ -26,6 +26,8 @@ Tolerance policies
 * :class:`RowSoftmax` — a row softmax with float32 statistics: a relative bound that grows with
   ``m - x_i``, ``ln N`` and ``sqrt(N)``, plus one ulp of the output dtype (derived in its
   docstring).
+* :class:`MeasuredBaseline` — ``|err| <= kappa * (max error of a plain same-precision
+  implementation on the same inputs) + floor``: the FlashAttention tests' convention.
 * :class:`Exact` — integers: every element equal.
 
 A reference whose typical magnitude does not dwarf the policy's ``atol`` is an error in the lab
@@ -235,6 +237,40 @@ class RowSoftmax:
         return (f"row softmax: |err| <= u_{np.dtype(self.acc_dtype).name}*(8 + 3.35*(m - x + "
                 f"ln N) + {self.c:g}*sqrt(N={self.N}))*y + 2u_{np.dtype(self.out_dtype).name}*y "
                 f"+ {self.floor():.2g}")
+
+
+@dataclass(frozen=True)
+class MeasuredBaseline:
+    """``|out - ref| <= kappa * baseline_error + floor``: no worse than ``kappa`` times the max
+    error a plain implementation in the same precision makes *on the same inputs*, plus a floor.
+
+    The convention of the FlashAttention test suites (Dao-AILab/flash-attention,
+    ``tests/test_flash_attn.py``: ``max|out - ref| <= 2 max|out_pt - ref|``; the FA3/FA4 tests add
+    an absolute floor; references.md §4.4): the tolerance adapts by itself to shape, data and
+    accumulation length because it is measured, not guessed.
+
+    ``baseline_error`` (float, >= 0): max |baseline - ref| over the output, measured by the
+    caller; ``kappa``: the documented multiple; ``floor``: a float or an array of the output's
+    shape (e.g. a rounding-error bound of the steps the baseline does not have);
+    ``baseline`` / ``floor_note``: words for the report.
+    """
+
+    baseline_error: float
+    kappa: float
+    floor: object = 0.0
+    baseline: str = "a same-precision baseline"
+    floor_note: str = ""
+    name: str = "measured-baseline"
+
+    def bounds(self, ref: np.ndarray) -> tuple[np.ndarray, float, float]:
+        atol = self.kappa * float(self.baseline_error)
+        return np.broadcast_to(atol + np.asarray(self.floor, dtype=np.float64),
+                               ref.shape), atol, 0.0
+
+    def describe(self) -> str:
+        floor = f" + {self.floor_note}" if self.floor_note else ""
+        return (f"measured baseline: |err| <= {self.kappa:g} x {self.baseline_error:.3g} "
+                f"(max error of {self.baseline}){floor}")
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@
 * :func:`loop_order_access` — which elements of B, and which cache lines, one run of the
   innermost loop touches in the ijk and the ikj loop orders.
 * :func:`rate_vs_size` — achieved FLOP/s of several kernels against the problem size.
+* :func:`winograd_tiles` — the output tiles of Winograd F(m x m, 3 x 3) on an image, partial
+  tiles at odd edges, and one input tile with its overlap (Lavin & Gray, CVPR 2016, §4).
 
 For the CUDA chapter, from a sim-tier trace (``kernellab.sim.capture(trace=True)``: the first
 block's accesses, one row per element access with its thread, warp, lane, address and warp-level
@@ -458,5 +460,50 @@ def roofline_levels(peak_flops: float, bandwidths: dict, points: dict, *,
     ax.set_title(title)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def winograd_tiles(H: int = 7, W: int = 9, m: int = 2, r: int = 3, tile: tuple = (1, 1)):
+    """The tiling of Winograd F(m x m, r x r) on an H x W image, stride 1, padding (r - 1) / 2:
+    left, the output tiles (m x m; those that hang over the bottom or right edge dashed — only
+    their inside part is written); right, the (m + r - 1)^2 input tile of output tile ``tile``
+    (row, column) and of its right-hand neighbour, which overlap by r - 1 columns, over the
+    image with its zero padding (Lavin & Gray, CVPR 2016, §4). Returns the figure."""
+    import matplotlib.patches as mp
+
+    plt = _plt()
+    pad = (r - 1) // 2
+    alpha = m + r - 1
+    th, tw = -(-H // m), -(-W // m)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+    for ax in axes:
+        ax.set_xlim(-pad - 1, tw * m + pad + 0.5)
+        ax.set_ylim(th * m + pad + 0.5, -pad - 1)
+        ax.set_aspect("equal")
+        ax.set_xticks(range(W))
+        ax.set_yticks(range(H))
+        ax.add_patch(mp.Rectangle((-0.5, -0.5), W, H, fill=True, color="0.88", zorder=0))
+    ax = axes[0]
+    for ty in range(th):
+        for tx in range(tw):
+            partial = (ty + 1) * m > H or (tx + 1) * m > W
+            ax.add_patch(mp.Rectangle((tx * m - 0.5, ty * m - 0.5), m, m, fill=False,
+                                      ls="--" if partial else "-",
+                                      color="tab:red" if partial else "tab:blue", lw=1.5))
+    ax.set_title(f"{H}x{W} output (grey) in {th}x{tw} tiles of {m}x{m}\n"
+                 "red dashed: partial tiles, written only inside")
+    ax = axes[1]
+    ax.add_patch(mp.Rectangle((-pad - 0.5, -pad - 0.5), W + 2 * pad, H + 2 * pad, fill=False,
+                              ls=":", color="0.4"))
+    ty, tx = tile
+    for dx, color in ((0, "tab:green"), (1, "tab:orange")):
+        x0 = (tx + dx) * m - pad - 0.5
+        ax.add_patch(mp.Rectangle((x0, ty * m - pad - 0.5), alpha, alpha, fill=True, alpha=0.25,
+                                  color=color))
+        ax.add_patch(mp.Rectangle(((tx + dx) * m - 0.5, ty * m - 0.5), m, m, fill=False,
+                                  color=color, lw=2))
+    ax.set_title(f"input tiles ({alpha}x{alpha}) of output tiles {tile} and "
+                 f"{(ty, tx + 1)}:\noverlap {r - 1} columns; dotted: the zero padding")
     fig.tight_layout()
     return fig

@@ -102,3 +102,29 @@ def conv2d_direct(X, Wt, Y):
                             xrow = Xc[p + r - ph, q0 + s - pw:q1 + s - pw]
                             for q in range(q1 - q0):
                                 yrow[q] += w * xrow[q]
+
+
+def conv2d_direct_rounded(X: np.ndarray, Wt: np.ndarray, dtype=np.float32) -> np.ndarray:
+    """:func:`conv2d_direct` in numpy, every product and partial sum rounded to ``dtype``
+    (float16 or float32; numpy rounds each float16/float32 operation), in the same order: each
+    output a sequential sum over c, then r, then s, without fused multiply-adds. X (N, C, H, W)
+    and Wt (K, C, R, S) are first rounded to ``dtype``; stride 1, "same" padding (R, S odd).
+    Returns (N, K, H, W) of ``dtype``. Used for the error a plain direct convolution makes in
+    that precision (the ``winograd`` lab's tolerance, chapter 4's error study)."""
+    dtype = np.dtype(dtype)
+    X = np.asarray(X).astype(dtype)
+    Wt = np.asarray(Wt).astype(dtype)
+    P, Q = _check_shapes(X, Wt, Wt.shape[2] // 2)
+    N, C, H, Wd = X.shape
+    K, _, R, S = Wt.shape
+    ph, pw = R // 2, S // 2
+    Xp = np.zeros((N, C, H + 2 * ph, Wd + 2 * pw), dtype)
+    Xp[:, :, ph:ph + H, pw:pw + Wd] = X
+    Y = np.zeros((N, K, P, Q), dtype)
+    for c in range(C):
+        for r in range(R):
+            for s in range(S):
+                win = Xp[:, None, c, r:r + P, s:s + Q]                       # N 1 P Q
+                prod = (Wt[None, :, c, r, s, None, None] * win).astype(dtype)
+                Y = (Y + prod).astype(dtype)
+    return Y

@@ -10,6 +10,7 @@ LABS = {
     "gemm-cpu": "grader.labs.gemm_cpu:GemmCPU",
     "gemm-cuda": "grader.labs.gemm_cuda:GemmCUDA",
     "softmax-cuda": "grader.labs.softmax_cuda:SoftmaxCUDA",
+    "winograd": "grader.labs.winograd:Winograd",
     "npu-vector-add": "grader.labs.npu_vector_add:NPUVectorAdd",
     "npu-matmul": "grader.labs.npu_matmul:NPUMatmul",
 }
