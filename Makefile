@@ -38,6 +38,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_gemm_cpu.py
+	$(PY) benchmarks/bench_conv_cpu.py
 
 # the sim tier's executor vs numba-cuda's stock simulator (about 2 minutes on 2 cores)
 bench-sim: $(STAMP)

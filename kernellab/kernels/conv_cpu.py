@@ -34,7 +34,7 @@ checked symbolically), rounded once to float32; the Winograd stages apply them a
 up to the multiplications by +-1.
 
 Also here: :func:`winograd_stages` (the time of each stage of v3/v4 and its arithmetic
-intensity: where the time goes), :func:`direct_reference` / :func:`winograd_reference` (numpy,
+intensity: where the time goes), :func:`winograd_reference` (numpy,
 every operation rounded to a chosen dtype, for chapter 4's error study) and
 :data:`LADDER` (name -> kernel with a one-line ``description``).
 
@@ -55,7 +55,8 @@ from kernellab.winograd import transforms
 from reference_kernels.conv import conv2d_direct, conv2d_flops
 
 __all__ = ["conv_v1", "conv_v2", "conv_v3", "conv_v4", "LADDER", "winograd", "winograd_stages",
-           "direct_reference", "winograd_reference", "conv2d_flops", "sparse_rows"]
+           "winograd_reference", "conv2d_flops", "sparse_rows",
+           "apply_rounded", "winograd_rounding_depth"]
 
 _direct = njit(cache=True)(conv2d_direct)
 
@@ -393,10 +394,11 @@ def winograd_stages(X, Wt, m: int = 2, repeats: int = 3) -> list[dict]:
 # Numerics: every operation rounded to a chosen dtype (numpy, vectorised over tiles)
 # ----------------------------------------------------------------------------------------------
 
-def _rows(M, src, axis: int, dtype):
-    """Apply the exact matrix M (Fractions) along ``axis`` of ``src``: each output row is a
-    left-to-right sum of (coefficient rounded to dtype) x row, every product and sum rounded to
-    ``dtype`` (numpy float16 arithmetic rounds each operation to float16)."""
+def apply_rounded(M, src, axis: int, dtype):
+    """Apply the exact matrix M (Fractions, n_out x n_in) along ``axis`` of ``src`` (length n_in
+    there; becomes n_out): each output row is a left-to-right sum of (coefficient rounded to
+    dtype) x row over M's non-zero entries, every product and sum rounded to ``dtype`` (numpy
+    float16/float32 arithmetic rounds each operation); coefficients +-1 cost no product."""
     src = np.moveaxis(src, axis, 0)
     out = []
     for row in M:
@@ -411,27 +413,6 @@ def _rows(M, src, axis: int, dtype):
     return np.moveaxis(np.stack(out), 0, axis)
 
 
-def direct_reference(X, Wt, dtype=np.float32) -> np.ndarray:
-    """Direct 3x3 "same" convolution with every product and every partial sum rounded to
-    ``dtype`` (float16 or float32), summing over c, r, s sequentially like
-    reference_kernels.conv.conv2d_direct. X (N, C, H, W), Wt (K, C, 3, 3) are first rounded to
-    ``dtype``; returns (N, K, H, W) of ``dtype``."""
-    dtype = np.dtype(dtype)
-    X = np.asarray(X).astype(dtype)
-    Wt = np.asarray(Wt).astype(dtype)
-    N, C, H, Wd = X.shape
-    K = Wt.shape[0]
-    Xp = np.zeros((N, C, H + 2, Wd + 2), dtype)
-    Xp[:, :, 1:-1, 1:-1] = X
-    Y = np.zeros((N, K, H, Wd), dtype)
-    for c in range(C):
-        for r in range(3):
-            for s in range(3):
-                win = Xp[:, c, r:r + H, s:s + Wd][:, None]          # N 1 H W
-                Y = (Y + (Wt[None, :, c, r, s, None, None] * win).astype(dtype)).astype(dtype)
-    return Y
-
-
 def winograd_reference(X, Wt, m: int = 2, dtype=np.float32, points=None) -> np.ndarray:
     """F(m x m, 3 x 3) with every operation rounded to ``dtype``: transforms as left-to-right
     sums of the exact matrices' non-zero entries (each coefficient rounded to ``dtype``), the
@@ -439,8 +420,21 @@ def winograd_reference(X, Wt, m: int = 2, dtype=np.float32, points=None) -> np.n
     standard ones, :data:`kernellab.winograd.POINTS`). Returns (N, K, H, W) of ``dtype``."""
     from kernellab.winograd import cook_toom
 
-    dtype = np.dtype(dtype)
     t = transforms(m, 3) if points is None else cook_toom(m, 3, points)
+    return _winograd_rounded(X, Wt, t, np.dtype(dtype))
+
+
+def winograd_rounding_depth(m: int, C: int) -> int:
+    """Operations one term of an F(m x m, 3 x 3) output passes through that round (an upper
+    bound): the filter transform's two sums of at most 3 terms, the input transform's two of at
+    most alpha, the product, the channel sum of C, the output transform's two of at most alpha:
+    C + 4 alpha + 7 with alpha = m + 2. The K of a K-aware bound
+    (:class:`kernellab.numerics.KAware`) with :func:`kernellab.winograd.abs_bound` as its |A||B|."""
+    return C + 4 * (m + 2) + 7
+
+
+def _winograd_rounded(X, Wt, t, dtype) -> np.ndarray:
+    m = t.m
     X = np.asarray(X).astype(dtype)
     Wt = np.asarray(Wt).astype(dtype)
     N, C, H, Wd = X.shape
@@ -452,15 +446,15 @@ def winograd_reference(X, Wt, m: int = 2, dtype=np.float32, points=None) -> np.n
     idx_h = (np.arange(th)[:, None] * m + np.arange(alpha)[None, :])   # th x alpha
     idx_w = (np.arange(tw)[:, None] * m + np.arange(alpha)[None, :])
     d = Xp[:, :, idx_h[:, None, :, None], idx_w[None, :, None, :]]    # N C th tw a a
-    U = _rows(t.G, Wt, 2, dtype)          # K C alpha 3
-    U = _rows(t.G, U, 3, dtype)           # K C alpha alpha
-    V = _rows(t.BT, d, 4, dtype)
-    V = _rows(t.BT, V, 5, dtype)          # N C th tw alpha alpha
+    U = apply_rounded(t.G, Wt, 2, dtype)          # K C alpha 3
+    U = apply_rounded(t.G, U, 3, dtype)           # K C alpha alpha
+    V = apply_rounded(t.BT, d, 4, dtype)
+    V = apply_rounded(t.BT, V, 5, dtype)          # N C th tw alpha alpha
     Mx = np.zeros((N, K, th, tw, alpha, alpha), dtype)
     for c in range(C):
         prod = (U[None, :, c, None, None] * V[:, None, c]).astype(dtype)
         Mx = (Mx + prod).astype(dtype)
-    Yt = _rows(t.AT, Mx, 4, dtype)
-    Yt = _rows(t.AT, Yt, 5, dtype)        # N K th tw m m
+    Yt = apply_rounded(t.AT, Mx, 4, dtype)
+    Yt = apply_rounded(t.AT, Yt, 5, dtype)        # N K th tw m m
     Y = Yt.transpose(0, 1, 2, 4, 3, 5).reshape(N, K, th * m, tw * m)
     return np.ascontiguousarray(Y[:, :, :H, :Wd])
