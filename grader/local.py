@@ -51,8 +51,10 @@ def check(lab_id: str, fn, *, function: str | None = None, limit: int | None = N
         try:
             with spec.call_probe() as info:  # a GPU lab: the kernel launches it saw
                 ret = fn(*[arrays[n] for n in data.call])
-            r = {"ok": True, "arrays": arrays, "info": info,
-                 "returned": None if ret is None else type(ret).__name__}
+            wrong = data.take_returned(ret, arrays)
+            r = ({"ok": False, "error": wrong} if wrong else
+                 {"ok": True, "arrays": arrays, "info": info,
+                  "returned": None if ret is None else type(ret).__name__})
         except NotImplementedError as exc:
             r = {"ok": False, "error": f"not implemented: {exc}"}
         except Exception as exc:  # feedback for the student, one line per case

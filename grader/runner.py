@@ -165,7 +165,7 @@ class _Session:
         np.savez(inp, **data.inputs)
         r = self.worker.request({"op": "call", "fn": fn, "in": str(inp), "out": str(out),
                                  "outputs": {k: [list(s), d] for k, (s, d) in data.outputs.items()},
-                                 "call": data.call}, timeout)
+                                 "call": data.call, "returns": data.returns}, timeout)
         if r.get("ok"):
             try:
                 with np.load(out) as z:  # allow_pickle=False: data only

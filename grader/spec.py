@@ -37,6 +37,29 @@ class CaseData:
     inputs: dict[str, np.ndarray]
     outputs: dict[str, tuple[tuple, str]]
     call: list[str]
+    #: outputs the function *returns* (in this order, as a tuple; one name: the array itself)
+    #: instead of writing them into arrays it is passed (e.g. ``Wq, scales = quantize(W)``)
+    returns: list[str] = field(default_factory=list)
+
+    def take_returned(self, ret, arrays: dict) -> str | None:
+        """Put the returned outputs ``ret`` into ``arrays`` under :attr:`returns`' names.
+        Returns None, or what is wrong with ``ret`` in plain words (nothing is stored then)."""
+        if not self.returns:
+            return None
+        want = ", ".join(self.returns)
+        values = ret if isinstance(ret, (tuple, list)) else (ret,)
+        if ret is None or len(values) != len(self.returns):
+            got = "nothing" if ret is None else (f"{len(values)} value(s)"
+                                                 if isinstance(ret, (tuple, list))
+                                                 else f"one {type(ret).__name__}")
+            return f"returned {got}; expected the tuple ({want})"
+        for name, v in zip(self.returns, values):
+            if not isinstance(v, np.ndarray):
+                return (f"returned {type(v).__name__} for {name}; expected a numpy array "
+                        f"(the tuple ({want}))")
+        for name, v in zip(self.returns, values):
+            arrays[name] = np.array(v, copy=True)
+        return None
 
     def allocate_outputs(self) -> dict[str, np.ndarray]:
         """Fresh output arrays: NaN for floats, the most negative value for integers (a kernel

@@ -233,6 +233,11 @@ def main(argv: list[str]) -> int:
                     t0 = time.perf_counter()
                     ret = fn(*args)
                     dt_s = time.perf_counter() - t0
+                wrong = CaseData({}, {}, [], returns=list(req.get("returns") or [])
+                                 ).take_returned(ret, arrays)
+                if wrong:
+                    _reply(fd_out, {"ok": False, "error": wrong})
+                    continue
                 np.savez(req["out"], **arrays)
                 _reply(fd_out, {"ok": True, "seconds": dt_s, "info": info,
                                 "returned": None if ret is None else type(ret).__name__})

@@ -28,6 +28,8 @@ Tolerance policies
   docstring).
 * :class:`MeasuredBaseline` — ``|err| <= kappa * (max error of a plain same-precision
   implementation on the same inputs) + floor``: the FlashAttention tests' convention.
+* :class:`Explicit` — an element-wise bound the caller derives from the operation's own
+  rounding steps.
 * :class:`Exact` — integers: every element equal.
 
 A reference whose typical magnitude does not dwarf the policy's ``atol`` is an error in the lab
@@ -271,6 +273,24 @@ class MeasuredBaseline:
         floor = f" + {self.floor_note}" if self.floor_note else ""
         return (f"measured baseline: |err| <= {self.kappa:g} x {self.baseline_error:.3g} "
                 f"(max error of {self.baseline}){floor}")
+
+
+@dataclass(frozen=True)
+class Explicit:
+    """``|out - ref| <= bound`` with the bound given element by element (an array of the
+    output's shape, float64), derived by the caller from the operation's own rounding steps
+    (e.g. a dequantisation: an int32-to-float conversion and a few float32 multiplies and adds
+    each off by at most u |value|). ``note`` says how it was derived, for the report."""
+
+    bound: object
+    note: str = ""
+    name: str = "explicit"
+
+    def bounds(self, ref: np.ndarray) -> tuple[np.ndarray, float, float]:
+        return np.broadcast_to(np.asarray(self.bound, dtype=np.float64), ref.shape), 0.0, 0.0
+
+    def describe(self) -> str:
+        return f"explicit bound: {self.note}" if self.note else "explicit element-wise bound"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,485 @@
+"""Lab 6 ``int8-linear``: a W8A8 linear layer — per-channel weight quantisation, an exact int8 GEMM
+and per-token activation quantisation (CPU, Numba).
+
+The student writes three functions (the rounding rule of :mod:`reference_kernels.quant`:
+``q = clip(rint(x / S), -127, 127)``, x / S a float32 division, rint half to even, S =
+max|row| / 127 in float32 and S = 1 for an all-zero row):
+
+* ``quantize_per_channel(W) -> (Wq, scales)``: W float32 (N, K), one symmetric scale per output
+  channel (row). Graded **exactly**: every Wq element and every scale bit equal to the reference.
+  Cases include rows whose values sit exactly on a half step (ties: half to even differs from
+  half away from zero), an all-zero row, rows whose max |w| is negative, and rows whose
+  magnitudes span twelve decades (one scale for the whole matrix flattens the small rows to 0).
+* ``int8_gemm(Aq, Bq, C)``: Aq int8 (M, K), Bq int8 (K, N), C int32 (M, N) = Aq @ Bq, **exact**
+  against an int64 product; cases include K = 3000 with every value -128 (each product 2^14:
+  int16 accumulation overflows after two terms, int8 after none) and random full-range data.
+* ``linear_w8a8(X, Wq, w_scales, bias, Y)``: X float32 (M, K) quantised per token (per row,
+  the same rule), the int8 GEMM Xq Wq^T with int32 accumulation, then
+  ``Y[m, n] = acc[m, n] * s_x[m] * w_scales[n] + bias[n]`` in float32. Wq (N, K) int8 and
+  w_scales (N,) come from the reference quantiser. Two rules:
+
+  1. *the pipeline*: ``|Y - Y_q| <= 6 u32 (|acc| s_x s_w + |bias|)`` element-wise, Y_q the float64
+     value of that formula from the reference's Xq, s_x and the int64 product: the float32
+     dequantisation has at most four roundings (int32 -> float32, two products, the bias add)
+     and the bound allows six (another order of the products); anything that quantises X
+     differently (another rounding, another scale) is off by whole steps s_x s_w |Wq|;
+  2. *accuracy*, on Gaussian data and on the same data with one input channel scaled 60x like
+     an LLM outlier feature (M = 64, K = 4096, N = 128, as references.md §6 measured): SQNR
+     against the float64 layer X (Wq w_scales)^T + bias (the activation quantisation's noise;
+     the weights are the reference's) >= the SQNR the uniform-noise model predicts for
+     per-token quantisation of that X (:func:`reference_kernels.quant.predicted_sqnr_db`)
+     less :data:`SQNR_MARGIN_DB` = 3 dB (twice the predicted noise power). Measured: per-token
+     41.2 dB (predicted 41.2) and 19.9-20.6 dB with the outlier (predicted 19.9-20.5; the
+     references' 19.7); one scale for all tokens 39-40 dB and 11.2-11.9 dB (references' 10.9):
+     the outlier case fails it.
+
+Performance (cpu tier, one thread, interleaved, fresh inputs per call): ``int8_gemm`` at
+M = N = K = 512 against the provided naive integer loop
+(:func:`reference_kernels.quant.int8_gemm_naive` under ``numba.njit``: i, j, k, the inner loop
+down a column of Bq), speedup >= :data:`MIN_SPEEDUP_NAIVE`. Measured on the course machine
+(2-core AMD EPYC Zen 4): the naive loop about 1.6 GOP/s; a plain ikj loop with int32 rows 11x;
+the solution (pairs of int16 products summed into int32, the ``vpmaddwd`` pattern) 16x. Every
+timed call's C is checked exactly right after it returns (Freivalds: C x = Aq (Bq x) in int64
+for random +-1 vectors x, outside the timer) and the last one in full; a call faster than 4 x
+the nominal fp32 peak in int8 operations (AVX-512 VNNI's ratio, references.md §6) voids the
+speed points.
+
+Not checked, by design of the spec: a missing clamp. With S = max|row| / 127 every |x / S| is
+at most 127 (1 + u), which rounds to 127: the clamp never acts, and a submission without it is
+correct here (tests/submissions/int8_linear/no_clamp.py passes, by test). The clamp matters
+with calibrated (percentile) scales: chapter 6.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from grader.labs._gemm import case_seed
+from grader.spec import Case, CaseData, HiddenCases, LabSpec, RuleResult
+from kernellab.numerics import Comparison, Exact, Explicit, compare, unit_roundoff
+from reference_kernels.quant import (QMAX, int_gemm_golden, linear_golden,
+                                     predicted_sqnr_db, quantize_per_channel_golden,
+                                     quantize_per_token_golden, sqnr_db)
+
+SQNR_MARGIN_DB = 3.0
+SQNR_KINDS = ("gaussian", "outlier")
+DEQUANT_ROUNDINGS = 6
+PERF_N = 512
+PERF_ROUNDS = 5
+PERF_THREADS = 1
+MIN_SPEEDUP_NAIVE = 6.0
+INT8_OPS_PER_FP32_FLOP = 4  # AVX-512 VNNI vs fp32 FMA per cycle (references.md §6)
+OUTLIER_FACTOR = 60.0
+
+QUANT_CASES = [  # (N, K, kind)
+    (1, 1, "normal"), (1, 7, "normal"), (3, 1, "normal"), (16, 64, "normal"),
+    (64, 33, "decades"), (127, 255, "normal"), (5, 4097, "decades"), (8, 300, "ties"),
+    (33, 65, "ties"), (4, 16, "zero_row"), (6, 50, "negative_max"), (9, 40, "tiny"),
+    (9, 40, "huge"),
+]
+GEMM_CASES = [  # (M, N, K, kind)
+    (1, 1, 1, "random"), (2, 3, 5, "random"), (31, 33, 65, "random"), (64, 64, 64, "random"),
+    (1, 257, 2, "random"), (33, 1, 129, "random"), (17, 130, 1100, "random"),
+    (3, 5, 3000, "min"), (7, 9, 301, "extremes"), (2, 2, 2, "min"),
+]
+LINEAR_CASES = [  # (M, K, N, kind)
+    (1, 1, 1, "gaussian_small"), (3, 5, 2, "gaussian_small"), (4, 33, 7, "zero_token"),
+    (64, 4096, 128, "gaussian"), (64, 4096, 128, "outlier"), (17, 300, 9, "gaussian_small"),
+]
+VISIBLE_SEED = 20261206
+MAX_CASE_BYTES = 96 << 20
+
+
+def _quant_data(N: int, K: int, kind: str, rng) -> np.ndarray:
+    """W (N, K) float32 for a quantize_per_channel case of ``kind``."""
+    W = rng.standard_normal((N, K)).astype(np.float32)
+    if kind == "decades":       # row magnitudes from 1e-6 to 1e6
+        W *= (10.0 ** rng.uniform(-6, 6, size=(N, 1))).astype(np.float32)
+    elif kind == "ties":        # every value on a half step of a power-of-two scale
+        s = (2.0 ** rng.integers(-8, 4, size=(N, 1))).astype(np.float32)
+        j = rng.integers(-127, 127, size=(N, K)) + 0.5
+        W = (j * s).astype(np.float32)
+        W[:, 0] = (QMAX * s[:, 0]).astype(np.float32)  # the max: S = s exactly
+    elif kind == "zero_row":
+        W[N // 2] = 0.0
+    elif kind == "negative_max":
+        W = np.abs(W)
+        W[np.arange(N), rng.integers(0, K, N)] = -4.0 * W.max(axis=1)
+    elif kind == "tiny":
+        W *= np.float32(1e-30)
+    elif kind == "huge":
+        W *= np.float32(1e30)
+    return W
+
+
+def _gemm_data(M: int, N: int, K: int, kind: str, rng) -> tuple[np.ndarray, np.ndarray]:
+    if kind == "min":
+        return np.full((M, K), -128, np.int8), np.full((K, N), -128, np.int8)
+    if kind == "extremes":
+        A = rng.choice(np.array([-128, 127], np.int8), size=(M, K))
+        B = rng.choice(np.array([-128, 127], np.int8), size=(K, N))
+        return A, B
+    return (rng.integers(-128, 128, size=(M, K), dtype=np.int8),
+            rng.integers(-128, 128, size=(K, N), dtype=np.int8))
+
+
+def _linear_data(M: int, K: int, N: int, kind: str, rng):
+    X = rng.standard_normal((M, K)).astype(np.float32)
+    if kind == "outlier":
+        X[:, int(rng.integers(0, K))] *= np.float32(OUTLIER_FACTOR)
+    if kind == "zero_token":
+        X[M // 2] = 0.0
+    W = (rng.standard_normal((N, K)) / np.sqrt(K)).astype(np.float32)
+    bias = (0.1 * rng.standard_normal(N)).astype(np.float32)
+    Wq, w_scales = quantize_per_channel_golden(W)
+    return X, Wq, w_scales, bias
+
+
+class Int8Linear(LabSpec):
+    lab_id = "int8-linear"
+    title = "INT8 W8A8 linear layer: quantisation, exact int8 GEMM, dequantisation (CPU, Numba)"
+    notebook = "06_int8_linear.ipynb"
+    tier = "cpu"
+    functions = {"quantize_per_channel": ("W",),
+                 "int8_gemm": ("Aq", "Bq", "C"),
+                 "linear_w8a8": ("X", "Wq", "w_scales", "bias", "Y")}
+    allowed_imports = frozenset({"numpy", "numba", "math"})
+    banned_names = frozenset({"int8_gemm_naive", "int_gemm_golden", "linear_golden",
+                              "quantize_per_channel_golden", "quantize_per_token_golden",
+                              "dequantize_linear_golden", "quantize_symmetric"})
+    codegen = "default"
+
+    # ------------------------------------------------------------------ cases
+    def cases(self, hidden: HiddenCases) -> list[Case]:
+        out = []
+        for n, k, kind in QUANT_CASES:
+            name = f"quantize {n}x{k} {kind}"
+            out.append(Case(name, {"fn": "quantize_per_channel", "N": n, "K": k, "kind": kind},
+                            case_seed(VISIBLE_SEED, name)))
+        for m, n, k, kind in GEMM_CASES:
+            name = f"gemm {m}x{n}x{k} {kind}"
+            out.append(Case(name, {"fn": "int8_gemm", "M": m, "N": n, "K": k, "kind": kind},
+                            case_seed(VISIBLE_SEED, name)))
+        for m, k, n, kind in LINEAR_CASES:
+            name = f"linear {m}x{k}->{n} {kind}"
+            out.append(Case(name, {"fn": "linear_w8a8", "M": m, "K": k, "N": n, "kind": kind},
+                            case_seed(VISIBLE_SEED, name)))
+        for i, p in enumerate(hidden.cases):
+            p = self._validate(p)
+            out.append(Case(f"hidden{i} {self._label(p)}", p,
+                            case_seed(hidden.seed or 0, f"hidden{i}"), hidden=True))
+        if hidden.seed is not None and not hidden.cases:
+            rng = np.random.default_rng(hidden.seed)
+            for i in range(6):
+                r = lambda a, b: int(rng.integers(a, b))  # noqa: E731
+                if i % 3 == 0:
+                    p = {"fn": "quantize_per_channel", "N": r(1, 200), "K": r(1, 600),
+                         "kind": ("normal", "decades", "ties")[r(0, 3)]}
+                elif i % 3 == 1:
+                    p = {"fn": "int8_gemm", "M": r(1, 80), "N": r(1, 80), "K": r(1, 5000),
+                         "kind": ("random", "extremes")[r(0, 2)]}
+                else:
+                    p = {"fn": "linear_w8a8", "M": r(1, 80), "K": r(1, 700), "N": r(1, 80),
+                         "kind": "gaussian_small"}
+                out.append(Case(f"hidden{i} {self._label(p)}", p,
+                                case_seed(hidden.seed, f"hidden{i}"), hidden=True))
+        return out
+
+    @staticmethod
+    def _label(p: dict) -> str:
+        if p["fn"] == "quantize_per_channel":
+            return f"quantize {p['N']}x{p['K']} {p['kind']}"
+        if p["fn"] == "int8_gemm":
+            return f"gemm {p['M']}x{p['N']}x{p['K']} {p['kind']}"
+        return f"linear {p['M']}x{p['K']}->{p['N']} {p['kind']}"
+
+    @staticmethod
+    def _validate(p: dict) -> dict:
+        kinds = {"quantize_per_channel": (("N", "K"), ("normal", "decades", "ties", "zero_row",
+                                                      "negative_max", "tiny", "huge")),
+                 "int8_gemm": (("M", "N", "K"), ("random", "min", "extremes")),
+                 "linear_w8a8": (("M", "K", "N"), ("gaussian", "outlier", "zero_token",
+                                                    "gaussian_small"))}
+        fn = p.get("fn") if isinstance(p, dict) else None
+        if fn not in kinds:
+            raise ValueError(f"hidden case {p!r}: \"fn\" must be one of {sorted(kinds)}")
+        dims, allowed = kinds[fn]
+        try:
+            q = {d: int(p[d]) for d in dims}
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise ValueError(f"hidden case {p!r}: needs integers {', '.join(dims)}") from None
+        if min(q.values()) < 1:
+            raise ValueError(f"hidden case {p!r}: {', '.join(dims)} must be >= 1")
+        kind = p.get("kind", allowed[0])
+        if kind not in allowed:
+            raise ValueError(f"hidden case {p!r}: kind must be one of {allowed}")
+        if fn == "int8_gemm" and q["K"] > 100_000:
+            raise ValueError(f"hidden case {p!r}: K <= 100000 (int32 holds K * 2^14)")
+        if fn == "quantize_per_channel":
+            nbytes = 5 * q["N"] * q["K"]
+        elif fn == "int8_gemm":
+            nbytes = q["M"] * q["K"] + q["K"] * q["N"] + 4 * q["M"] * q["N"]
+        else:
+            nbytes = 4 * q["M"] * q["K"] + 5 * q["N"] * q["K"] + 4 * q["M"] * q["N"]
+        if nbytes > MAX_CASE_BYTES:
+            raise ValueError(f"hidden case {p!r}: the arrays must fit in "
+                             f"{MAX_CASE_BYTES >> 20} MiB")
+        return {"fn": fn, **q, "kind": kind}
+
+    def case_data(self, case: Case) -> CaseData:
+        p = case.params
+        rng = np.random.default_rng(case.seed)
+        if p["fn"] == "quantize_per_channel":
+            W = _quant_data(p["N"], p["K"], p["kind"], rng)
+            return CaseData(inputs={"W": W},
+                            outputs={"Wq": ((p["N"], p["K"]), "int8"),
+                                     "scales": ((p["N"],), "float32")},
+                            call=["W"], returns=["Wq", "scales"])
+        if p["fn"] == "int8_gemm":
+            A, B = _gemm_data(p["M"], p["N"], p["K"], p["kind"], rng)
+            return CaseData(inputs={"Aq": A, "Bq": B},
+                            outputs={"C": ((p["M"], p["N"]), "int32")}, call=["Aq", "Bq", "C"])
+        X, Wq, w_scales, bias = _linear_data(p["M"], p["K"], p["N"], p["kind"], rng)
+        return CaseData(inputs={"X": X, "Wq": Wq, "w_scales": w_scales, "bias": bias},
+                        outputs={"Y": ((p["M"], p["N"]), "float32")},
+                        call=["X", "Wq", "w_scales", "bias", "Y"])
+
+    def warmup_data(self):
+        out = []
+        for fn, p in (("quantize_per_channel", {"N": 3, "K": 5, "kind": "normal"}),
+                      ("int8_gemm", {"M": 3, "N": 4, "K": 5, "kind": "random"}),
+                      ("linear_w8a8", {"M": 3, "K": 5, "N": 4, "kind": "gaussian_small"})):
+            out.append((fn, self.case_data(Case(f"warmup {fn}", {"fn": fn, **p}, seed=1))))
+        return out
+
+    # ------------------------------------------------------------------ checks
+    def check(self, case: Case, data: CaseData, outputs: dict):
+        fn = case.params["fn"]
+        if fn == "quantize_per_channel":
+            return _check_quantize(data.inputs["W"], outputs["Wq"], outputs["scales"])
+        if fn == "int8_gemm":
+            A, B = data.inputs["Aq"], data.inputs["Bq"]
+            cmp = compare(outputs["C"], int_gemm_golden(A, B), Exact(), tile=(32, 32))
+            if not cmp.ok:
+                cmp.message += "; " + _gemm_hint(A, B, outputs["C"])
+            return cmp
+        return _check_linear(data.inputs, outputs["Y"], case.params["kind"])
+
+    # ------------------------------------------------------------------ performance
+    def perf_plan(self) -> dict:
+        return {"n": PERF_N, "rounds": PERF_ROUNDS, "threads": PERF_THREADS}
+
+    def measure(self, namespace: dict, plan: dict, workdir: Path) -> dict:
+        """Worker side: int8_gemm vs the naive integer loop, interleaved, one thread, fresh
+        inputs for every call; each of the submission's C checked exactly right after it
+        returns (Freivalds, outside the timer); the last one saved for the grader."""
+        from kernellab import machine, threads, timing
+        import numba
+
+        from reference_kernels.quant import int8_gemm_naive
+
+        naive = numba.njit(cache=True)(int8_gemm_naive)
+        fn = namespace["int8_gemm"]
+        n = int(plan["n"])
+        rng = np.random.default_rng()
+        check_rng = np.random.default_rng()
+        state = {"wrong": 0, "checked": 0, "unwritten": 0, "last": None, "before": None}
+
+        def fresh():
+            A = rng.integers(-128, 128, size=(n, n), dtype=np.int8)
+            B = rng.integers(-128, 128, size=(n, n), dtype=np.int8)
+            state["before"] = (A.copy(), B.copy())
+            return A, B, np.full((n, n), np.iinfo(np.int32).min, np.int32)
+
+        def after(name, args):  # outside the timer, right after each call returns
+            if name != "submission":
+                return
+            C = args[2]
+            state["checked"] += 1
+            if (C == np.iinfo(np.int32).min).any():
+                state["unwritten"] += 1
+            A0, B0 = state["before"]
+            if not exact_freivalds(A0, B0, C, check_rng):
+                state["wrong"] += 1
+            state["last"] = (A0, B0, C.copy())
+
+        small = fresh()
+        naive(small[0][:2], small[1], small[2][:2])  # compile outside the timed rounds
+        threads_ = int(plan["threads"])
+        rounds = int(plan["rounds"])
+        g = timing.interleaved({"submission": fn, "naive": naive}, baseline="submission",
+                               setup=fresh, warmup=1, rounds=rounds, threads_=threads_,
+                               after=after)
+        t = {k: v.times for k, v in g.timings.items()}
+        ops = 2.0 * n ** 3
+        info = machine.cpu_info()
+        A1, B1, C1 = state["last"]
+        np.savez(workdir / "recheck_before.npz", Aq=A1, Bq=B1)
+        np.savez(workdir / "recheck.npz", Aq=A1, Bq=B1, C=C1)
+        return {
+            "speedup_naive": [a / b for a, b in zip(t["naive"], t["submission"])],
+            "gops": [ops / x / 1e9 for x in t["submission"]],
+            "gops_naive": [ops / x / 1e9 for x in t["naive"]],
+            "peak_gflops": info.peak_flops(np.float32, cores=min(info.cores, threads_)) / 1e9,
+            "peak_formula": info.formula(np.float32, cores=min(info.cores, threads_)),
+            "setup": {"description": f"int8 x int8 -> int32, M=N=K={n}, {threads_} thread"
+                                     f"{'s' if threads_ != 1 else ''}, {rounds} interleaved "
+                                     "rounds, fresh inputs per call",
+                      "threads_note": threads.status()["note"],
+                      "timings": g.to_dict()["timings"]},
+            "recheck": {"path": str(workdir / "recheck.npz"),
+                        "before": str(workdir / "recheck_before.npz"),
+                        "params": {"fn": "int8_gemm", "M": n, "N": n, "K": n, "kind": "random"},
+                        "inputs": ["Aq", "Bq"], "outputs": ["C"],
+                        "nan_after_return": state["unwritten"],
+                        "wrong_calls": state["wrong"], "checked_calls": state["checked"]},
+        }
+
+    def perf_data_check(self, plan: dict, recheck: dict, arrays: dict) -> str | None:
+        n = int(plan["n"])
+        if recheck.get("params") != {"fn": "int8_gemm", "M": n, "N": n, "K": n,
+                                     "kind": "random"}:
+            return (f"the timed calls were not the planned {n}^3 int8 GEMM "
+                    f"({recheck.get('params')!r}): was the grading process tampered with?")
+        for name, dt in (("Aq", np.int8), ("Bq", np.int8), ("C", np.int32)):
+            a = arrays.get(name)
+            if a is None or a.shape != (n, n) or a.dtype != dt:
+                got = "missing" if a is None else f"{a.shape} {a.dtype}"
+                return (f"the last timed call's {name} is {got}, not ({n}, {n}) "
+                        f"{np.dtype(dt).name}: was the grading process tampered with?")
+        return None
+
+    def perf_rules(self, m: dict) -> list[RuleResult]:
+        med = lambda xs: float(np.median(xs))  # noqa: E731
+        rng = lambda xs: (float(min(xs)), float(max(xs)))  # noqa: E731
+        plausible = round(INT8_OPS_PER_FP32_FLOP * m["peak_gflops"], 1)
+        return [
+            RuleResult("int8_gemm: speedup over the naive integer loop", med(m["speedup_naive"]),
+                       MIN_SPEEDUP_NAIVE, ">=", "x",
+                       med(m["speedup_naive"]) >= MIN_SPEEDUP_NAIVE,
+                       f"M=N=K={PERF_N}, one thread: naive {med(m['gops_naive']):.2f} GOP/s, "
+                       f"yours {med(m['gops']):.1f} GOP/s", rng(m["speedup_naive"])),
+            RuleResult("fastest timed call is plausible", max(m["gops"]), plausible, "<=",
+                       " GOP/s", max(m["gops"]) <= plausible,
+                       f"limit = {INT8_OPS_PER_FP32_FLOP} x the nominal fp32 peak "
+                       f"({m['peak_formula']}): AVX-512 VNNI's int8 rate; faster means the "
+                       "timer was cheated (cached results, work outside the call)",
+                       rng(m["gops"]), scored=False),
+        ]
+
+
+def exact_freivalds(A: np.ndarray, B: np.ndarray, C: np.ndarray, rng, rounds: int = 2) -> bool:
+    """C == A @ B exactly? Two random +-1 vectors x: C x == A (B x) in int64 (exact, O(n^2)); a
+    wrong C passes with probability at most 2^-rounds per wrong row, in practice never."""
+    if C.shape != (A.shape[0], B.shape[1]) or C.dtype.kind not in "iu":
+        return False
+    A64, B64, C64 = A.astype(np.int64), B.astype(np.int64), C.astype(np.int64)
+    for _ in range(rounds):
+        x = rng.choice(np.array([-1, 1], np.int64), size=B.shape[1])
+        if not np.array_equal(C64 @ x, A64 @ (B64 @ x)):
+            return False
+    return True
+
+
+def _bits_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a.astype(np.float32).view(np.uint32) == b.astype(np.float32).view(np.uint32)
+
+
+def _check_quantize(W: np.ndarray, Wq: np.ndarray, scales: np.ndarray) -> Comparison:
+    ref_q, ref_s = quantize_per_channel_golden(W)
+    cmp = compare(Wq, ref_q, Exact(), tile=(32, 32))
+    same_s = _bits_equal(scales, ref_s)
+    if not same_s.all():
+        n = int(np.argmin(same_s))
+        cmp.ok = False
+        msg = (f"{int((~same_s).sum())} of {len(ref_s)} scales differ; scales[{n}] = "
+               f"{float(scales[n]):.9g}, expected {float(ref_s[n]):.9g} "
+               f"(S = max|W[n, :]| / 127 in float32; 1 for an all-zero row)")
+        cmp.message = msg if cmp.mismatches == 0 else f"{cmp.message}; {msg}"
+    if not cmp.ok:
+        hint = _quantize_hint(W, Wq, scales, ref_q, ref_s)
+        if hint:
+            cmp.message += "; " + hint
+    return cmp
+
+
+def _quantize_hint(W, Wq, scales, ref_q, ref_s) -> str:
+    if len(scales) > 1 and np.all(scales == scales[0]) and not np.all(ref_s == ref_s[0]):
+        Wd = Wq.astype(np.float64) * float(scales[0])
+        Wr = ref_q.astype(np.float64) * ref_s.astype(np.float64)[:, None]
+        return (f"one scale for the whole weight: SQNR of the dequantised W "
+                f"{sqnr_db(W, Wd):.1f} dB against {sqnr_db(W, Wr):.1f} dB with one scale per "
+                "output channel (small rows round to 0)")
+    bad = Wq.astype(np.int64) != ref_q.astype(np.int64)
+    if bad.any() and _bits_equal(scales, ref_s).all():
+        ratio = W.astype(np.float32) / ref_s[:, None]
+        tie = np.abs(ratio - np.trunc(ratio)) == 0.5
+        if tie[bad].all():
+            return ("every wrong element is an exact tie (x / S = k + 1/2): round half to "
+                    "even (np.rint), not half away from zero")
+        if (np.abs(ref_q[bad]) == QMAX).all():
+            return "the wrong elements are at +-127: clamp to [-127, 127]"
+    return ""
+
+
+def _gemm_hint(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> str:
+    diff = C.astype(np.int64) - int_gemm_golden(A, B)
+    for bits in (16, 8):  # wrapping arithmetic is exact modulo 2^bits
+        if np.all(diff % (1 << bits) == 0):
+            return (f"every wrong element is off by a multiple of 2^{bits}: the sum wrapped in "
+                    f"int{bits}; accumulate in int32 (widen each int8 before the multiply)")
+    return "compare with A @ B computed in int64"
+
+
+def _check_linear(inp: dict, Y: np.ndarray, kind: str) -> Comparison:
+    X, Wq, sw, bias = inp["X"], inp["Wq"], inp["w_scales"], inp["bias"]
+    Xq, sx = quantize_per_token_golden(X)
+    acc = int_gemm_golden(Xq, Wq.T).astype(np.float64)
+    scale = sx.astype(np.float64)[:, None] * sw.astype(np.float64)[None, :]
+    ref = acc * scale + bias.astype(np.float64)[None, :]
+    u = unit_roundoff("float32")
+    bound = DEQUANT_ROUNDINGS * u * (np.abs(acc) * scale + np.abs(bias.astype(np.float64)))
+    cmp = compare(Y, ref, Explicit(bound, f"{DEQUANT_ROUNDINGS} u32 (|acc| s_x s_w + |bias|): "
+                                          "the float32 dequantisation's roundings"),
+                  tile=(32, 32))
+    layer = linear_golden(X, Wq.astype(np.float64) * sw.astype(np.float64)[:, None], bias)
+    sq = sqnr_db(layer, Y) if np.isfinite(Y).all() else float("-inf")
+    notes = []
+    if kind in SQNR_KINDS:
+        pred = predicted_sqnr_db(X)
+        need = pred - SQNR_MARGIN_DB
+        if not sq >= need:
+            cmp.ok = False
+            notes.append(f"SQNR {sq:.1f} dB against the float64 layer < {need:.1f} dB (per-token "
+                         f"quantisation of this X predicts {pred:.1f} dB, less {SQNR_MARGIN_DB:g})")
+        else:
+            cmp.message += f"; SQNR {sq:.1f} dB (>= {need:.1f}, predicted {pred:.1f})"
+    if not cmp.ok:
+        notes.append(_linear_hint(X, Wq, sw, bias, Y, acc, scale))
+    if notes:
+        cmp.message += "; " + "; ".join(n for n in notes if n)
+    return cmp
+
+
+def _linear_hint(X, Wq, sw, bias, Y, acc, scale) -> str:
+    Y64 = Y.astype(np.float64)
+    if not np.isfinite(Y64).all():
+        return ""
+    b = bias.astype(np.float64)[None, :]
+    # one scale for all of X (per-tensor)
+    amax = float(np.abs(X).max())
+    st = np.float32(amax / np.float32(QMAX)) if amax > 0 else np.float32(1)
+    Xt = np.clip(np.rint(X / st), -QMAX, QMAX)
+    per_tensor = (Xt @ Wq.T.astype(np.float64)) * float(st) * sw.astype(np.float64)[None, :] + b
+    if np.allclose(Y64, per_tensor, rtol=1e-5, atol=1e-6 * np.abs(per_tensor).max()):
+        return "X was quantised with one scale for all tokens: use one scale per row (token)"
+    mask = np.abs(acc * scale) > 1e-3 * np.abs(acc * scale).max()
+    if mask.any():
+        r = (Y64 - b)[mask] / (acc * scale)[mask]
+        med = float(np.median(r))
+        if np.allclose(r, med, rtol=1e-3) and abs(med - 1) > 1e-3:
+            return (f"Y - bias is {med:.4g} x acc s_x[m] s_w[n]: check the dequantisation "
+                    "scale (the product of the token's scale and the channel's)")
+    return ""

@@ -1,0 +1,158 @@
+"""Grader self-tests for lab ``int8-linear``: the solution passes, the untouched lab and every
+known-wrong submission (tests/submissions/int8_linear/) fail for their stated reason, a missing
+clamp passes (it cannot act under the lab's max-based scales), and returned outputs are checked
+like written ones."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader.labs.int8_linear import (Int8Linear, MIN_SPEEDUP_NAIVE, SQNR_MARGIN_DB,
+                                     exact_freivalds)
+from grader.runner import grade
+from grader.spec import Case, HiddenCases
+from reference_kernels.quant import (int_gemm_golden, predicted_sqnr_db,
+                                     quantize_per_channel_golden)
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBS = ROOT / "tests" / "submissions" / "int8_linear"
+KERNELLAB = Path(sys.executable).parent / "kernellab"
+SOLUTION = ROOT / "solutions" / "06_int8_linear.ipynb"
+LAB = ROOT / "labs" / "06_int8_linear.ipynb"
+
+
+def cli(*args):
+    return subprocess.run([str(KERNELLAB), *args], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(os.environ), timeout=900)
+
+
+def failed(report) -> dict[str, str]:
+    return {c.case: c.error or "" for c in report.cases if not c.passed}
+
+
+@pytest.mark.slow
+def test_solution_passes_everything_with_margin():
+    r = cli("grade", "int8-linear", str(SOLUTION), "--json")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    d = json.loads(r.stdout)
+    assert d["passed"] is True and d["score"] == d["max_score"] == 100
+    for c in d["cases"]:
+        assert c["comparison"]["budget_used"] < 0.5, c  # COURSE.md §5
+    speed = d["rules"][0]
+    assert speed["passed"] and speed["threshold"] == MIN_SPEEDUP_NAIVE
+    assert speed["measured"] >= 1.5 * MIN_SPEEDUP_NAIVE  # the documented margin
+    assert d["recheck"]["passed"] is True
+
+
+def test_untouched_lab_fails_with_not_implemented():
+    r = cli("grade", "int8-linear", str(LAB), "--quiet")
+    assert r.returncode != 0
+    assert "not implemented" in r.stdout
+    assert "Traceback" not in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("name, fn, reason", [
+    ("accumulate_int16.py", "gemm", "wrapped in int16"),
+    ("per_tensor_scale.py", "quantize", "one scale for the whole weight"),
+    ("round_half_away.py", "quantize", "round half to even"),
+    ("wrong_scale_product.py", "linear", "SQNR"),
+    ("per_tensor_activations.py", "linear", "one scale for all tokens"),
+])
+def test_known_wrong_fails_for_its_reason(name, fn, reason):
+    rep = grade("int8-linear", SUBS / name, run_performance=False)
+    bad = failed(rep)
+    assert bad, f"{name} passed every case"
+    assert any(k.startswith(fn) and reason in e for k, e in bad.items()), bad
+    if name == "round_half_away.py":  # among the quantize cases, exactly the tie cases
+        assert sorted(k for k in bad if k.startswith("quantize")) == [
+            "quantize 33x65 ties", "quantize 8x300 ties"], bad
+    if name == "per_tensor_activations.py":
+        assert "SQNR" in bad["linear 64x4096->128 outlier"]
+
+
+def test_missing_clamp_passes_under_max_based_scales():
+    rep = grade("int8-linear", SUBS / "no_clamp.py", run_performance=False)
+    assert not failed(rep)
+
+
+def test_returned_outputs_are_checked(tmp_path):
+    sol = (ROOT / "tests" / "submissions" / "int8_linear" / "no_clamp.py").read_text()
+    cases = {
+        "returns_nothing": ("return Wq, scales", "return None", "returned nothing"),
+        "returns_one": ("return Wq, scales", "return Wq", "expected the tuple (Wq, scales)"),
+        "returns_wrong_dtype": ("return Wq, scales", "return Wq.astype(np.int16), scales",
+                                "dtype"),
+    }
+    for name, (old, new, reason) in cases.items():
+        assert old in sol
+        p = tmp_path / f"{name}.py"
+        p.write_text(sol.replace(old, new))
+        rep = grade("int8-linear", p, run_performance=False)
+        q = [c.error for c in rep.cases if c.case.startswith("quantize")]
+        assert q and all(e and reason in e for e in q), (name, q[:2])
+
+
+def test_int8_gemm_cases_overflow_narrow_accumulators():
+    spec = Int8Linear()
+    for c in spec.cases(HiddenCases()):
+        if c.params["fn"] == "int8_gemm" and c.params["kind"] == "min":
+            d = spec.case_data(c)
+            ref = int_gemm_golden(d.inputs["Aq"], d.inputs["Bq"])
+            if c.params["K"] >= 1000:
+                assert np.abs(ref).max() > np.iinfo(np.int16).max * 1000
+
+
+def test_tie_cases_have_ties_that_the_two_roundings_split():
+    spec = Int8Linear()
+    c = next(c for c in spec.cases(HiddenCases()) if c.params.get("kind") == "ties")
+    W = spec.case_data(c).inputs["W"]
+    _, s = quantize_per_channel_golden(W)
+    ratio = W / s[:, None]
+    ties = np.abs(ratio - np.trunc(ratio)) == 0.5
+    assert ties.mean() > 0.9
+    even = np.rint(ratio[ties])
+    away = np.trunc(ratio[ties] + np.copysign(0.5, ratio[ties]))
+    assert (even != away).mean() > 0.4
+
+
+def test_sqnr_prediction_and_threshold():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((64, 4096)).astype(np.float32)
+    assert 40.0 < predicted_sqnr_db(X) < 42.5  # 6.02 x 8 + 4.77 - 20 log10(~4)
+    X[:, 7] *= 60
+    assert 18.0 < predicted_sqnr_db(X) < 22.0
+    assert SQNR_MARGIN_DB == 3.0
+
+
+def test_freivalds_is_exact():
+    rng = np.random.default_rng(1)
+    A = rng.integers(-128, 128, (40, 50), dtype=np.int8)
+    B = rng.integers(-128, 128, (50, 30), dtype=np.int8)
+    C = int_gemm_golden(A, B).astype(np.int32)
+    assert exact_freivalds(A, B, C, rng)
+    C[3, 4] += 1
+    assert not exact_freivalds(A, B, C, rng, rounds=20)
+
+
+def test_hidden_cases_are_validated():
+    spec = Int8Linear()
+    with pytest.raises(ValueError, match="fn"):
+        spec.cases(HiddenCases(cases=[{"M": 1}]))
+    with pytest.raises(ValueError, match=">= 1"):
+        spec.cases(HiddenCases(cases=[{"fn": "int8_gemm", "M": 0, "N": 1, "K": 1}]))
+    with pytest.raises(ValueError, match="kind"):
+        spec.cases(HiddenCases(cases=[{"fn": "int8_gemm", "M": 1, "N": 1, "K": 1,
+                                       "kind": "nope"}]))
+    with pytest.raises(ValueError, match="K <= 100000"):
+        spec.cases(HiddenCases(cases=[{"fn": "int8_gemm", "M": 1, "N": 1, "K": 200000}]))
+    gen = [c for c in spec.cases(HiddenCases(seed=9)) if c.hidden]
+    assert len(gen) == 6
+    for c in gen:
+        spec.case_data(c)
