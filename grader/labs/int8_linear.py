@@ -37,7 +37,7 @@ Performance (cpu tier, one thread, interleaved, fresh inputs per call): ``int8_g
 M = N = K = 512 against the provided naive integer loop
 (:func:`reference_kernels.quant.int8_gemm_naive` under ``numba.njit``: i, j, k, the inner loop
 down a column of Bq), speedup >= :data:`MIN_SPEEDUP_NAIVE`. Measured on the course machine
-(2-core AMD EPYC Zen 4): the naive loop about 1.6 GOP/s; a plain ikj loop with int32 rows 11x;
+(2-core AMD EPYC Zen 4): the naive loop 1.6-3.5 GOP/s; a plain ikj loop with int32 rows 11x;
 the solution (pairs of int16 products summed into int32, the ``vpmaddwd`` pattern) 16x. Every
 timed call's C is checked exactly right after it returns (Freivalds: C x = Aq (Bq x) in int64
 for random +-1 vectors x, outside the timer) and the last one in full; a call faster than 4 x
