@@ -529,11 +529,12 @@ def _fp_work(lines) -> int:
     return sum(_WIDTH_WEIGHT[w] * n for kind in counts.values() for w, n in kind.items())
 
 
-def hot_loop(asm: str) -> str:
+def hot_loop(asm: str, work=None) -> str:
     """The hot loop of ``asm``: of the innermost loops (a label and a backward jump to it, with
     no other such loop inside), the one doing the most floating-point multiply/add work
     (instructions weighted by vector width; the shortest on ties). Returns its text, or ``""``
-    if there is no loop.
+    if there is no loop. ``work(lines) -> number`` replaces that measure of work (chapter 6's
+    integer kernels weigh integer multiply instructions instead).
 
     A heuristic on the text layout, good for the kernels here: LLVM may place a loop's blocks
     out of line, and then the text shown is the part between the label and the back edge.
@@ -545,7 +546,7 @@ def hot_loop(asm: str) -> str:
     best = None
     for a, b in inner:
         body = lines[a:b + 1]
-        key = (_fp_work(body), -len(body))
+        key = ((work or _fp_work)(body), -len(body))
         if best is None or key > best[0]:
             best = (key, body)
     return "\n".join(best[1]) if best else ""

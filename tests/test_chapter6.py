@@ -1,0 +1,135 @@
+"""Chapter 6 (chapters/06_int8_quantization.ipynb): the claims the notebook's figures and prose
+make that no other test checks, and the house rules for a chapter.
+
+* Committed without outputs; every number it shows is computed when it runs: its code cells
+  hard-code no measured figure and its prose quotes none (tests/test_chapter3.py's rules,
+  loaded from there, not copied).
+* Section 4's study, at references.md §6's sizes (the chapter calls
+  ``quant_study.study(M_, K_, N_)`` with ``quant_study.REFERENCE_SIZES``): the orderings its
+  chart and prose state — per-tensor below per-token on Gaussian data; with the outlier,
+  per-tensor < per-token < SmoothQuant a=0.5, a=0.75 below a=0.5, LLM.int8() above all outlier
+  settings — Gaussian cosines >= 0.9998 (references.md: 0.99990), and every setting with an
+  anchor within a factor of 1.1 of it in dB. The factor: the anchors are one random draw of the
+  same distribution; the chapter's draw differs (another seed), and the per-tensor settings
+  depend on the largest of ~10^6 samples, whose spread moves the SQNR by a few per cent.
+* Section 5's assembly claims, on a CPU with AVX-512 VNNI (the course machine): no vpdpbusd
+  anywhere; v2's hot loop uses vpmulld, v3's vpmaddwd, v4's vpdpwssd.
+* Section 6's sizes: K a multiple of 64, so the dp4a kernel's loads are exactly a quarter
+  (tests/test_int8_kernels.py checks the counters).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kernellab  # noqa: F401
+
+from kernellab import quant_study as QS
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "chapters" / "06_int8_quantization.ipynb"
+STUDY_CALL = "quant_study.study(M_, K_, N_)"
+
+_spec = importlib.util.spec_from_file_location("_chapter3_rules", Path(__file__).parent /
+                                               "test_chapter3.py")
+ch3 = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ch3)
+
+
+def cells(kind: str) -> list[str]:
+    nb = json.loads(NOTEBOOK.read_text())
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == kind]
+
+
+def test_notebook_is_committed_without_outputs():
+    nb = json.loads(NOTEBOOK.read_text())
+    for c in nb["cells"]:
+        if c["cell_type"] == "code":
+            assert c.get("outputs") == [] and c.get("execution_count") is None
+
+
+def test_code_cells_hard_code_no_measured_figure():
+    bad = []
+    for i, src in enumerate(cells("code")):
+        for kind, text in ch3._literals(src):
+            if kind == "number":
+                is_float = any(ch in text.lower() for ch in ".e") and \
+                    not text.lower().startswith("0x")
+                if is_float and ch3._significant_digits(text) > 2:
+                    bad.append((i, text))
+            else:
+                plain = re.sub(r"\{[^{}]*\}", "", text)
+                bad += [(i, m.group(0)) for m in ch3.MEASURED.finditer(plain)]
+                bad += [(i, m.group(0)) for m in DB.finditer(plain)]
+    assert not bad, f"code cells hard-code figures (cell index, literal): {bad}"
+
+
+#: a decibel figure with a decimal point (a measured SQNR), e.g. "37.1 dB"
+DB = re.compile(r"(?<![\w.])\d+\.\d+\s*dB")
+
+
+def test_prose_quotes_no_measured_figure():
+    bad = [(i, m.group(0)) for i, src in enumerate(cells("markdown"))
+           for rx in (ch3.MEASURED, DB) for m in rx.finditer(src)]
+    assert not bad, f"markdown cells quote figures the code could contradict: {bad}"
+
+
+@pytest.fixture(scope="module")
+def study():
+    src = "\n".join(cells("code"))
+    assert STUDY_CALL in src and "quant_study.REFERENCE_SIZES" in src, \
+        f"the chapter no longer calls {STUDY_CALL} at REFERENCE_SIZES: update this test"
+    return {r["setting"]: r for r in QS.study(*QS.REFERENCE_SIZES)}
+
+
+def test_sqnr_orderings_the_chapter_states(study):
+    db = {k: r["sqnr_db"] for k, r in study.items()}
+    assert db["per-tensor"] < db["per-token"]
+    assert db["outlier, per-tensor"] < db["outlier, per-token"] < \
+        db["outlier, SmoothQuant a=0.5"]
+    assert db["outlier, SmoothQuant a=0.75"] < db["outlier, SmoothQuant a=0.5"]
+    assert db["outlier, LLM.int8()"] == max(v for k, v in db.items() if k.startswith("outlier"))
+    assert study["per-tensor"]["cosine"] >= 0.9998 and study["per-token"]["cosine"] >= 0.9998
+
+
+def test_each_setting_is_near_its_anchor(study):
+    checked = 0
+    for name, r in study.items():
+        anchor = QS.REFERENCE_SQNR_DB.get(name)
+        if anchor is not None:
+            assert anchor / 1.1 <= r["sqnr_db"] <= anchor * 1.1, (name, r["sqnr_db"], anchor)
+            checked += 1
+    assert checked == len(QS.REFERENCE_SQNR_DB)
+
+
+def _host_has_vnni() -> bool:
+    from llvmlite import binding
+    feats = binding.get_host_cpu_features()
+    return bool(feats.get("avx512vnni")) and bool(feats.get("avx512bw"))
+
+
+@pytest.mark.skipif(not _host_has_vnni(), reason="the chapter's assembly claims are for an "
+                    "AVX-512 VNNI CPU")
+def test_assembly_claims():
+    from kernellab.kernels import int8_cpu
+
+    reps = {name: int8_cpu.asm_report(k) for name, k in int8_cpu.LADDER.items()}
+    assert not any(sum(r["ops_total"]["vpdpbusd"].values()) for r in reps.values())
+    hot = lambda name, op: sum(reps[name]["ops_hot"][op].values())     # noqa: E731
+    assert hot("v2_ikj", "vpmulld") > 0
+    assert hot("v3_dot", "vpmaddwd") > 0
+    assert hot("v4_u8s8", "vpdpwssd") > 0 and reps["v4_u8s8"]["vnni"]
+
+
+def test_sim_section_sizes():
+    src = "\n".join(cells("code"))
+    m = re.search(r"MS, NS, KS = (\d+), (\d+), (\d+)", src)
+    assert m, "the chapter's sim-tier sizes changed: update this test"
+    assert int(m.group(3)) % 64 == 0
+    assert np.prod([int(g) for g in m.groups()]) <= 64 * 64 * 256   # keeps the chapter fast
