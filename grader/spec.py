@@ -57,6 +57,11 @@ class CaseData:
             if not isinstance(v, np.ndarray):
                 return (f"returned {type(v).__name__} for {name}; expected a numpy array "
                         f"(the tuple ({want}))")
+            if name in self.outputs:  # checked before anything is copied or saved
+                shape, dtype = self.outputs[name]
+                if tuple(v.shape) != tuple(shape) or v.dtype != np.dtype(dtype):
+                    return (f"returned {name} of shape {tuple(v.shape)} and dtype {v.dtype}; "
+                            f"expected {tuple(shape)} {np.dtype(dtype).name}")
         for name, v in zip(self.returns, values):
             arrays[name] = np.array(v, copy=True)
         return None

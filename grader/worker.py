@@ -233,7 +233,8 @@ def main(argv: list[str]) -> int:
                     t0 = time.perf_counter()
                     ret = fn(*args)
                     dt_s = time.perf_counter() - t0
-                wrong = CaseData({}, {}, [], returns=list(req.get("returns") or [])
+                wrong = CaseData({}, {k: (tuple(s), d) for k, (s, d) in req["outputs"].items()},
+                                 [], returns=list(req.get("returns") or [])
                                  ).take_returned(ret, arrays)
                 if wrong:
                     _reply(fd_out, {"ok": False, "error": wrong})

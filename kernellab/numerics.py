@@ -455,7 +455,7 @@ def _explain(res: Comparison) -> str:
     if res.bad_tiles and res.tile_grid:
         gi, gj = res.tile_grid
         edge = all(i == gi - 1 or j == gj - 1 for i, j in res.bad_tiles)
-        if edge and len(res.bad_tiles) < gi * gj:
+        if edge and gi > 1 and gj > 1 and len(res.bad_tiles) < gi * gj:
             parts.append("only the last tile row/column is wrong: look for a tail (boundary) bug")
         elif len(res.bad_tiles) == gi * gj:
             parts.append("every output tile is wrong")

@@ -88,6 +88,15 @@ def test_too_slow_submissions_pass_the_cases_and_fail_the_speed_rule(name):
     assert not rep.passed
 
 
+@pytest.mark.slow
+def test_writing_inputs_during_timed_calls_fails_the_recheck():
+    rep = grade("winograd", SUBS / "writes_inputs_when_timed.py")
+    assert all(c.passed for c in rep.cases), errors(rep)[:2]
+    assert rep.recheck is not None and not rep.recheck.passed
+    assert "wrote into its input X" in rep.recheck.error
+    assert not rep.passed
+
+
 # ---------------------------------------------------------------------------- the tolerance
 def _inputs(shape, seed, scale_x=1.0, scale_w=1.0):
     N, C, K, H, W = shape
@@ -179,5 +188,10 @@ def test_hidden_cases_are_validated_and_generated():
         spec.cases(HiddenCases(cases=[{"N": 1, "C": "x", "K": 1, "H": 1, "W": 1}]))
     with pytest.raises(ValueError, match="MiB"):
         spec.cases(HiddenCases(cases=[{"N": 8, "C": 512, "K": 512, "H": 64, "W": 64}]))
+    for bad in (2.9, True, "3", None):
+        with pytest.raises(ValueError, match="integers"):
+            spec.cases(HiddenCases(cases=[{"N": bad, "C": 1, "K": 1, "H": 1, "W": 1}]))
+    with pytest.raises(ValueError, match="grader's check"):  # X, W, Y small; the check is not
+        spec.cases(HiddenCases(cases=[{"N": 1, "C": 1, "K": 1, "H": 1, "W": 10_000_000}]))
     gen = [c for c in spec.cases(HiddenCases(seed=5)) if c.hidden]
     assert len(gen) == 6 and all(min(c.params.values()) >= 1 for c in gen)

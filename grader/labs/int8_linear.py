@@ -31,7 +31,8 @@ max|row| / 127 in float32 and S = 1 for an all-zero row):
      less :data:`SQNR_MARGIN_DB` = 3 dB (twice the predicted noise power). Measured: per-token
      41.2 dB (predicted 41.2) and 19.9-20.6 dB with the outlier (predicted 19.9-20.5; the
      references' 19.7); one scale for all tokens 39-40 dB and 11.2-11.9 dB (references' 10.9):
-     the outlier case fails it.
+     the outlier case fails it. Only for layers of at least SQNR_MIN_OUTPUTS = 1024 outputs:
+     the prediction is an average (the pipeline rule holds everywhere).
 
 Performance (cpu tier, one thread, interleaved, fresh inputs per call): ``int8_gemm`` at
 M = N = K = 512 against the provided naive integer loop
@@ -65,6 +66,10 @@ from reference_kernels.quant import (QMAX, int_gemm_golden, linear_golden,
 
 SQNR_MARGIN_DB = 3.0
 SQNR_KINDS = ("gaussian", "outlier")
+#: the SQNR rule needs many outputs: the prediction is an average (with a handful of outputs,
+#: one near zero decides the ratio; measured: the reference fails 3 dB on 12-40% of seeds at
+#: M N <= 16, never at M N >= 64)
+SQNR_MIN_OUTPUTS = 1024
 DEQUANT_ROUNDINGS = 6
 PERF_N = 512
 PERF_ROUNDS = 5
@@ -76,7 +81,7 @@ OUTLIER_FACTOR = 60.0
 QUANT_CASES = [  # (N, K, kind)
     (1, 1, "normal"), (1, 7, "normal"), (3, 1, "normal"), (16, 64, "normal"),
     (64, 33, "decades"), (127, 255, "normal"), (5, 4097, "decades"), (8, 300, "ties"),
-    (33, 65, "ties"), (4, 16, "zero_row"), (6, 50, "negative_max"), (9, 40, "tiny"),
+    (33, 65, "ties"), (16, 200, "near_ties"), (4, 16, "zero_row"), (6, 50, "negative_max"), (9, 40, "tiny"),
     (9, 40, "huge"),
 ]
 GEMM_CASES = [  # (M, N, K, kind)
@@ -102,6 +107,27 @@ def _quant_data(N: int, K: int, kind: str, rng) -> np.ndarray:
         j = rng.integers(-127, 127, size=(N, K)) + 0.5
         W = (j * s).astype(np.float32)
         W[:, 0] = (QMAX * s[:, 0]).astype(np.float32)  # the max: S = s exactly
+    elif kind == "near_ties":   # float32 x / S lands exactly on a half step, the exact quotient
+        # does not: one float32 division rounds to the tie (then half to even), float64
+        # division or x * (1 / S) land beside it and round the other way for about half
+        amax = (10.0 ** rng.uniform(-2, 2, size=N)).astype(np.float32)
+        S = amax / np.float32(QMAX)
+        W = (rng.uniform(-126, 126, size=(N, K)) * S[:, None]).astype(np.float32)  # filler
+        for n in range(N):
+            k = rng.integers(-126, 126, size=4 * K)
+            x0 = ((k + 0.5) * float(S[n])).astype(np.float32)
+            cand = [x0]
+            up, down = x0, x0
+            for _ in range(3):  # the 3 float32 neighbours on each side
+                up = np.nextafter(up, np.float32(np.inf))
+                down = np.nextafter(down, np.float32(-np.inf))
+                cand += [up, down]
+            x = np.concatenate(cand)
+            kk = np.tile(k, 7) + 0.5
+            hit = (x / S[n] == kk) & (x.astype(np.float64) / float(S[n]) != kk)
+            picked = x[hit][:K - 1]
+            W[n, 1:1 + len(picked)] = picked
+            W[n, 0] = amax[n]
     elif kind == "zero_row":
         W[N // 2] = 0.0
     elif kind == "negative_max":
@@ -197,23 +223,23 @@ class Int8Linear(LabSpec):
 
     @staticmethod
     def _validate(p: dict) -> dict:
-        kinds = {"quantize_per_channel": (("N", "K"), ("normal", "decades", "ties", "zero_row",
-                                                      "negative_max", "tiny", "huge")),
+        kinds = {"quantize_per_channel": (("N", "K"), ("normal", "decades", "ties", "near_ties",
+                                                      "zero_row", "negative_max", "tiny",
+                                                      "huge")),
                  "int8_gemm": (("M", "N", "K"), ("random", "min", "extremes")),
                  "linear_w8a8": (("M", "K", "N"), ("gaussian", "outlier", "zero_token",
                                                     "gaussian_small"))}
         fn = p.get("fn") if isinstance(p, dict) else None
-        if fn not in kinds:
+        if not isinstance(fn, str) or fn not in kinds:
             raise ValueError(f"hidden case {p!r}: \"fn\" must be one of {sorted(kinds)}")
         dims, allowed = kinds[fn]
-        try:
-            q = {d: int(p[d]) for d in dims}
-        except (KeyError, TypeError, ValueError, OverflowError):
-            raise ValueError(f"hidden case {p!r}: needs integers {', '.join(dims)}") from None
+        q = {d: p.get(d) for d in dims}
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in q.values()):
+            raise ValueError(f"hidden case {p!r}: needs integers {', '.join(dims)}")
         if min(q.values()) < 1:
             raise ValueError(f"hidden case {p!r}: {', '.join(dims)} must be >= 1")
         kind = p.get("kind", allowed[0])
-        if kind not in allowed:
+        if not isinstance(kind, str) or kind not in allowed:
             raise ValueError(f"hidden case {p!r}: kind must be one of {allowed}")
         if fn == "int8_gemm" and q["K"] > 100_000:
             raise ValueError(f"hidden case {p!r}: K <= 100000 (int32 holds K * 2^14)")
@@ -303,7 +329,7 @@ class Int8Linear(LabSpec):
             A0, B0 = state["before"]
             if not exact_freivalds(A0, B0, C, check_rng):
                 state["wrong"] += 1
-            state["last"] = (A0, B0, C.copy())
+            state["last"] = (A0, B0, args[0].copy(), args[1].copy(), C.copy())
 
         small = fresh()
         naive(small[0][:2], small[1], small[2][:2])  # compile outside the timed rounds
@@ -315,8 +341,8 @@ class Int8Linear(LabSpec):
         t = {k: v.times for k, v in g.timings.items()}
         ops = 2.0 * n ** 3
         info = machine.cpu_info()
-        A1, B1, C1 = state["last"]
-        np.savez(workdir / "recheck_before.npz", Aq=A1, Bq=B1)
+        A0, B0, A1, B1, C1 = state["last"]  # before the call; after it (inputs must not change)
+        np.savez(workdir / "recheck_before.npz", Aq=A0, Bq=B0)
         np.savez(workdir / "recheck.npz", Aq=A1, Bq=B1, C=C1)
         return {
             "speedup_naive": [a / b for a, b in zip(t["naive"], t["submission"])],
@@ -409,14 +435,29 @@ def _quantize_hint(W, Wq, scales, ref_q, ref_s) -> str:
     if len(scales) > 1 and np.all(scales == scales[0]) and not np.all(ref_s == ref_s[0]):
         Wd = Wq.astype(np.float64) * float(scales[0])
         Wr = ref_q.astype(np.float64) * ref_s.astype(np.float64)[:, None]
-        return (f"one scale for the whole weight: SQNR of the dequantised W "
-                f"{sqnr_db(W, Wd):.1f} dB against {sqnr_db(W, Wr):.1f} dB with one scale per "
-                "output channel (small rows round to 0)")
+        worst = min(sqnr_db(W[n], Wd[n]) for n in range(len(W)))
+        best = min(sqnr_db(W[n], Wr[n]) for n in range(len(W)))
+        zeros = int(sum(1 for n in range(len(W)) if not Wq[n].any() and ref_q[n].any()))
+        return (f"one scale for the whole weight: the worst row's SQNR is {worst:.1f} dB "
+                f"against {best:.1f} dB with one scale per output channel"
+                + (f"; {zeros} row(s) quantised to all zeros" if zeros else ""))
     bad = Wq.astype(np.int64) != ref_q.astype(np.int64)
     if bad.any() and _bits_equal(scales, ref_s).all():
-        ratio = W.astype(np.float32) / ref_s[:, None]
+        W32, S32 = W.astype(np.float32), ref_s[:, None]
+        ratio = W32 / S32
         tie = np.abs(ratio - np.trunc(ratio)) == 0.5
-        if tie[bad].all():
+        q64 = np.clip(np.rint(W32.astype(np.float64) / S32.astype(np.float64)), -QMAX, QMAX)
+        qrc = np.clip(np.rint(W32 * (np.float32(1) / S32)), -QMAX, QMAX)
+        amax64 = np.abs(W32.astype(np.float64)).max(axis=1, keepdims=True)
+        S64 = np.where(amax64 > 0, amax64 / QMAX, 1.0)
+        q64s = np.clip(np.rint(W32.astype(np.float64) / S64), -QMAX, QMAX)
+        if np.array_equal(Wq, q64.astype(np.int8)) or np.array_equal(Wq, q64s.astype(np.int8)):
+            return ("x / S was computed in float64 (in Numba, amax / 127.0 or a float64 "
+                    "literal makes it so): the rule is one float32 division")
+        if np.array_equal(Wq, qrc.astype(np.int8)):
+            return "x * (1 / S) rounds differently from x / S: divide, in float32"
+        away = np.trunc(ratio + np.copysign(np.float32(0.5), ratio))
+        if tie[bad].all() and np.array_equal(Wq[bad], np.clip(away, -QMAX, QMAX)[bad]):
             return ("every wrong element is an exact tie (x / S = k + 1/2): round half to "
                     "even (np.rint), not half away from zero")
         if (np.abs(ref_q[bad]) == QMAX).all():
@@ -447,10 +488,12 @@ def _check_linear(inp: dict, Y: np.ndarray, kind: str) -> Comparison:
     layer = linear_golden(X, Wq.astype(np.float64) * sw.astype(np.float64)[:, None], bias)
     sq = sqnr_db(layer, Y) if np.isfinite(Y).all() else float("-inf")
     notes = []
-    if kind in SQNR_KINDS:
+    if kind in SQNR_KINDS and Y.size >= SQNR_MIN_OUTPUTS:
         pred = predicted_sqnr_db(X)
         need = pred - SQNR_MARGIN_DB
         if not sq >= need:
+            if cmp.ok:
+                cmp.message = ""
             cmp.ok = False
             notes.append(f"SQNR {sq:.1f} dB against the float64 layer < {need:.1f} dB (per-token "
                          f"quantisation of this X predicts {pred:.1f} dB, less {SQNR_MARGIN_DB:g})")
@@ -458,8 +501,9 @@ def _check_linear(inp: dict, Y: np.ndarray, kind: str) -> Comparison:
             cmp.message += f"; SQNR {sq:.1f} dB (>= {need:.1f}, predicted {pred:.1f})"
     if not cmp.ok:
         notes.append(_linear_hint(X, Wq, sw, bias, Y, acc, scale))
+    notes = [n for n in notes if n]
     if notes:
-        cmp.message += "; " + "; ".join(n for n in notes if n)
+        cmp.message = "; ".join(([cmp.message] if cmp.message else []) + notes)
     return cmp
 
 
@@ -468,6 +512,14 @@ def _linear_hint(X, Wq, sw, bias, Y, acc, scale) -> str:
     if not np.isfinite(Y64).all():
         return ""
     b = bias.astype(np.float64)[None, :]
+    W64 = Wq.astype(np.float64) * sw.astype(np.float64)[:, None]
+    unquantised = X.astype(np.float64) @ W64.T + b
+    if np.allclose(Y64, unquantised, rtol=1e-5, atol=1e-6 * np.abs(unquantised).max()):
+        return ("Y matches the layer with X not quantised: quantise X per token (the rule of "
+                "quantize_per_channel, applied to the rows of X) before the int8 GEMM")
+    amax_rows = np.abs(X).max(axis=1)
+    if np.all(amax_rows == amax_rows[0]):
+        return ""  # per-token and per-tensor scales coincide (one row, or equal row maxima)
     # one scale for all of X (per-tensor)
     amax = float(np.abs(X).max())
     st = np.float32(amax / np.float32(QMAX)) if amax > 0 else np.float32(1)
