@@ -17,9 +17,6 @@ no other test checks, and the house rules for a chapter.
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import re
 from pathlib import Path
 
 import matplotlib
@@ -27,6 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
+import notebook_rules as rules  # noqa: E402
 import pytest  # noqa: E402
 
 import kernellab  # noqa: E402
@@ -37,15 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "chapters" / "04_winograd.ipynb"
 STUDY_CALL = "winograd_error.study(seed=4)"
 
-_spec = importlib.util.spec_from_file_location("_chapter3_rules", Path(__file__).parent /
-                                               "test_chapter3.py")
-ch3 = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ch3)
-
 
 def cells(kind: str) -> list[str]:
-    nb = json.loads(NOTEBOOK.read_text())
-    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == kind]
+    return rules.cells(NOTEBOOK, kind)
 
 
 @pytest.fixture(autouse=True)
@@ -57,30 +49,16 @@ def _close_figures():
 
 
 def test_notebook_is_committed_without_outputs():
-    nb = json.loads(NOTEBOOK.read_text())
-    for c in nb["cells"]:
-        if c["cell_type"] == "code":
-            assert c.get("outputs") == [] and c.get("execution_count") is None
+    assert not rules.cells_with_outputs(NOTEBOOK)
 
 
 def test_code_cells_hard_code_no_measured_figure():
-    bad = []
-    for i, src in enumerate(cells("code")):
-        for kind, text in ch3._literals(src):
-            if kind == "number":
-                is_float = any(ch in text.lower() for ch in ".e") and \
-                    not text.lower().startswith("0x")
-                if is_float and ch3._significant_digits(text) > 2:
-                    bad.append((i, text))
-            else:
-                plain = re.sub(r"\{[^{}]*\}", "", text)
-                bad += [(i, m.group(0)) for m in ch3.MEASURED.finditer(plain)]
+    bad = rules.hardcoded_figures(NOTEBOOK, (rules.MEASURED,))
     assert not bad, f"code cells hard-code figures (cell index, literal): {bad}"
 
 
 def test_prose_quotes_no_measured_figure():
-    bad = [(i, m.group(0)) for i, src in enumerate(cells("markdown"))
-           for m in ch3.MEASURED.finditer(src)]
+    bad = rules.quoted_figures(NOTEBOOK, (rules.MEASURED,))
     assert not bad, f"markdown cells quote figures the code could contradict: {bad}"
 
 

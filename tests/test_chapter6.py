@@ -20,12 +20,11 @@ make that no other test checks, and the house rules for a chapter.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import re
 from pathlib import Path
 
 import numpy as np
+import notebook_rules as rules  # noqa: E402
 import pytest
 
 import kernellab  # noqa: F401
@@ -36,47 +35,22 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "chapters" / "06_int8_quantization.ipynb"
 STUDY_CALL = "quant_study.study(M_, K_, N_)"
 
-_spec = importlib.util.spec_from_file_location("_chapter3_rules", Path(__file__).parent /
-                                               "test_chapter3.py")
-ch3 = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ch3)
-
 
 def cells(kind: str) -> list[str]:
-    nb = json.loads(NOTEBOOK.read_text())
-    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == kind]
+    return rules.cells(NOTEBOOK, kind)
 
 
 def test_notebook_is_committed_without_outputs():
-    nb = json.loads(NOTEBOOK.read_text())
-    for c in nb["cells"]:
-        if c["cell_type"] == "code":
-            assert c.get("outputs") == [] and c.get("execution_count") is None
+    assert not rules.cells_with_outputs(NOTEBOOK)
 
 
 def test_code_cells_hard_code_no_measured_figure():
-    bad = []
-    for i, src in enumerate(cells("code")):
-        for kind, text in ch3._literals(src):
-            if kind == "number":
-                is_float = any(ch in text.lower() for ch in ".e") and \
-                    not text.lower().startswith("0x")
-                if is_float and ch3._significant_digits(text) > 2:
-                    bad.append((i, text))
-            else:
-                plain = re.sub(r"\{[^{}]*\}", "", text)
-                bad += [(i, m.group(0)) for m in ch3.MEASURED.finditer(plain)]
-                bad += [(i, m.group(0)) for m in DB.finditer(plain)]
+    bad = rules.hardcoded_figures(NOTEBOOK, (rules.MEASURED, rules.DECIBELS))
     assert not bad, f"code cells hard-code figures (cell index, literal): {bad}"
 
 
-#: a decibel figure with a decimal point (a measured SQNR), e.g. "37.1 dB"
-DB = re.compile(r"(?<![\w.])\d+\.\d+\s*dB")
-
-
 def test_prose_quotes_no_measured_figure():
-    bad = [(i, m.group(0)) for i, src in enumerate(cells("markdown"))
-           for rx in (ch3.MEASURED, DB) for m in rx.finditer(src)]
+    bad = rules.quoted_figures(NOTEBOOK, (rules.MEASURED, rules.DECIBELS))
     assert not bad, f"markdown cells quote figures the code could contradict: {bad}"
 
 

@@ -15,12 +15,10 @@ checks, in a few seconds.
 from __future__ import annotations
 
 import ast
-import io
 import json
-import re
-import tokenize
 from pathlib import Path
 
+import notebook_rules as rules  # noqa: E402
 import pytest
 
 from kernellab import npu
@@ -31,15 +29,8 @@ NOTEBOOK = Path(__file__).resolve().parent.parent / "chapters" / "07_npu_ascend_
 #: the chapter's export: these lines must appear in its code (a change there is a change here)
 RUN_CALL = "double = examples.run_add(N_ONE, 1, tile_len=TILE, buffer_num=2)"
 EXPORT_CALL = "double.trace.to_chrome(trace_path)"
-#: a number followed by a unit of a measurement: speed, time, share, speedup
-MEASURED = re.compile(r"(?<![\w.^/])\d+(?:\.\d+)?(?:e[-+]?\d+)?\s*"
-                      r"(?:GB/s|TB/s|GFLOP/s|TFLOP/s|µs|us\b|ms\b|ns\b|%|cycles\b|"
-                      r"x (?:faster|speedup))")
-
-
 def cells(kind: str) -> list[str]:
-    nb = json.loads(NOTEBOOK.read_text())
-    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == kind]
+    return rules.cells(NOTEBOOK, kind)
 
 
 def notebook_constants(*names: str) -> dict[str, int]:
@@ -176,43 +167,14 @@ def test_the_chapters_what_if_cards_differ_from_the_preset_only_where_changed():
 
 
 def test_notebook_is_committed_without_outputs():
-    nb = json.loads(NOTEBOOK.read_text())
-    for c in nb["cells"]:
-        if c["cell_type"] == "code":
-            assert c.get("outputs") == [] and c.get("execution_count") is None
-
-
-def _literals(src: str):
-    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
-        if tok.type == tokenize.NUMBER:
-            yield "number", tok.string
-        elif tok.type == tokenize.STRING:
-            yield "string", tok.string
-        elif tok.type == getattr(tokenize, "FSTRING_MIDDLE", None):   # Python 3.12+
-            yield "string", tok.string
-
-
-def _significant_digits(text: str) -> int:
-    mantissa = text.lower().replace("_", "").split("e")[0].replace(".", "").lstrip("0")
-    return len(mantissa.rstrip("0")) if mantissa else 0
+    assert not rules.cells_with_outputs(NOTEBOOK)
 
 
 def test_code_cells_hard_code_no_measured_figure():
-    bad = []
-    for i, src in enumerate(cells("code")):
-        for kind, text in _literals(src):
-            if kind == "number":
-                low = text.lower()
-                if any(ch in low for ch in ".e") and not low.startswith("0x") and \
-                        _significant_digits(text) > 2:
-                    bad.append((i, text))
-            else:
-                plain = re.sub(r"\{[^{}]*\}", "", text)   # f-string fields are computed
-                bad += [(i, m.group(0)) for m in MEASURED.finditer(plain)]
+    bad = rules.hardcoded_figures(NOTEBOOK)
     assert not bad, f"code cells hard-code figures (cell index, literal): {bad}"
 
 
 def test_prose_quotes_no_measured_figure():
-    bad = [(i, m.group(0)) for i, src in enumerate(cells("markdown"))
-           for m in MEASURED.finditer(src)]
+    bad = rules.quoted_figures(NOTEBOOK)
     assert not bad, f"markdown cells quote figures the code could contradict: {bad}"

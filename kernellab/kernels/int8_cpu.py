@@ -51,7 +51,7 @@ import numba
 import numpy as np
 from numba import njit
 
-from kernellab.kernels._gemm_args import gemm_shapes
+from kernellab.kernels._gemm_args import int8_gemm_operands
 from kernellab.kernels.gemm_cpu import hot_loop
 from reference_kernels.quant import int8_gemm_naive
 
@@ -60,18 +60,7 @@ __all__ = ["gemm_v1", "gemm_v2", "gemm_v3", "gemm_v4", "LADDER", "int_ops", "cou
 
 
 def _check(A, B, C):
-    if not isinstance(C, np.ndarray):
-        raise TypeError(f"C must be a numpy array (it is written in place), got {type(C).__name__}")
-    A = np.asarray(A)
-    B = np.asarray(B)
-    gemm_shapes(A, B, C)
-    if A.dtype != np.int8 or B.dtype != np.int8 or C.dtype != np.int32:
-        raise ValueError(f"dtypes must be A int8, B int8, C int32; got {A.dtype}, {B.dtype}, "
-                         f"{C.dtype}")
-    if not C.flags.writeable:
-        raise ValueError("C is read-only")
-    if np.may_share_memory(C, A) or np.may_share_memory(C, B):
-        raise ValueError("C must not overlap A or B")
+    A, B, _ = int8_gemm_operands(A, B, C)
     return np.ascontiguousarray(A), np.ascontiguousarray(B)
 
 

@@ -37,7 +37,7 @@ import numpy as np
 import kernellab  # noqa: F401  (chooses the gpu/sim tier before numba.cuda is imported)
 from numba import cuda, int32
 
-from kernellab.kernels._gemm_args import gemm_shapes
+from kernellab.kernels._gemm_args import int8_gemm_operands
 from kernellab.kernels.gemm_cuda import TILE
 
 __all__ = ["gemm_dp4a", "gemm_dp4a_kernel", "pack_a", "pack_b", "launch_config", "TILE"]
@@ -123,18 +123,7 @@ def gemm_dp4a(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> None:
     Packs A and B (:func:`pack_a`, :func:`pack_b`), copies them to the device, launches
     :data:`gemm_dp4a_kernel` and copies C back. Raises ValueError for bad shapes or dtypes, a
     read-only C, or a C overlapping A/B; TypeError if C is not a numpy array."""
-    if not isinstance(C, np.ndarray):
-        raise TypeError(f"C must be a numpy array, got {type(C).__name__}")
-    A = np.asarray(A)
-    B = np.asarray(B)
-    M, N, K = gemm_shapes(A, B, C)
-    if A.dtype != np.int8 or B.dtype != np.int8 or C.dtype != np.int32:
-        raise ValueError(f"dtypes must be A int8, B int8, C int32; got {A.dtype}, {B.dtype}, "
-                         f"{C.dtype}")
-    if not C.flags.writeable:
-        raise ValueError("C is read-only")
-    if np.may_share_memory(C, A) or np.may_share_memory(C, B):
-        raise ValueError("C must not overlap A or B")
+    A, B, (M, N, K) = int8_gemm_operands(A, B, C)
     if M == 0 or N == 0:
         return None
     if K == 0:
