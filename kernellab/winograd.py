@@ -94,7 +94,7 @@ class Transforms:
         return self.m + self.r - 1
 
     def arrays(self, dtype=np.float64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(AT, G, BT) as numpy arrays of ``dtype`` (rounded once from the exact values)."""
+        """(AT, G, BT) as numpy arrays of ``dtype`` (see :func:`as_array` for the rounding)."""
         return as_array(self.AT, dtype), as_array(self.G, dtype), as_array(self.BT, dtype)
 
 
@@ -235,9 +235,17 @@ def verify_2d(t: Transforms) -> bool:
 
 
 def as_array(M: Matrix, dtype=np.float64) -> np.ndarray:
-    """An exact matrix as a numpy array of ``dtype`` (each entry rounded once, from float64 —
-    exact for every entry of the standard transforms, whose denominators are small)."""
-    return np.array([[float(x) for x in row] for row in M], dtype=np.float64).astype(dtype)
+    """An exact matrix as a numpy array of ``dtype``: each entry p/q correctly rounded once for
+    float64 (``float(Fraction)``) and float32 (one float32 division of p and q, both exact in
+    float32 for these small integers); other dtypes go through float32 (two roundings). Entries
+    such as 1/6 or 2/9 are not representable: the rounded matrices differ from the exact ones by
+    up to half an ulp per entry."""
+    dt = np.dtype(dtype)
+    if dt == np.float64:
+        return np.array([[float(x) for x in row] for row in M], dtype=np.float64)
+    num = np.array([[x.numerator for x in row] for row in M], dtype=np.float32)
+    den = np.array([[x.denominator for x in row] for row in M], dtype=np.float32)
+    return (num / den).astype(dt)
 
 
 def format_matrix(M: Matrix) -> str:

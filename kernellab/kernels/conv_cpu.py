@@ -29,7 +29,7 @@ Versions (what each one changes; effective GFLOP/s = direct-convolution FLOPs / 
                        144 multiplications (4x), larger transforms (entries up to 8 and 1/24).
 
 The transforms come from :func:`kernellab.winograd.transforms` (Cook–Toom, exact rationals,
-checked symbolically), rounded once to float32; the Winograd stages apply them as sparse rows
+checked symbolically), each entry rounded once to float32; the Winograd stages apply them as sparse rows
 (only the non-zero entries), so the generic code costs what hand-written F(2x2, 3x3) code does
 up to the multiplications by +-1.
 
