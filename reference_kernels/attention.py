@@ -58,27 +58,41 @@ def attention_golden(Q, K, V, causal: bool = False, scale: float | None = None):
     return O, lse
 
 
+def _seq_matmul(A, B) -> np.ndarray:
+    """A @ B over the last two axes in float32, summed left to right: one rounding per product
+    and per addition, as a plain loop (or a one-pass kernel) does; BLAS and numpy's pairwise
+    sums would be more accurate than the kernels this baseline is compared with."""
+    A = A.astype(np.float32)
+    B = B.astype(np.float32)
+    acc = np.zeros(A.shape[:-1] + B.shape[-1:], np.float32)
+    for k in range(A.shape[-1]):
+        acc = acc + A[..., :, k, None] * B[..., k, None, :]
+    return acc
+
+
 def attention_plain(Q, K, V, causal: bool = False, dtype=None) -> np.ndarray:
     """A plain (non-fused) attention in ``dtype`` (default: the inputs' dtype, float16 or
     float32) *with its operations reordered*, as FlashAttention's tests build their baseline
     (``attention_ref(..., upcast=False, reorder_ops=True)``: references.md §4.4): K is scaled
     before the product, ``Q (K / sqrt(d))^T`` instead of ``(Q / sqrt(d)) K^T``. Each operation's
-    result is rounded to ``dtype``: the scaled K, S (the product accumulated in float32, as GPU
-    libraries' float16 GEMMs do), the row max, exp(S - m), the row sum, P, and O = P V (float32
-    accumulation). Returns O of ``dtype`` (B, H, N, d). Fully masked rows give zeros."""
+    result is rounded to ``dtype``: the scaled K, S, the row max, exp(S - m), the row sum, P, and
+    O = P V. The two products and the row sum accumulate in float32 *left to right*, one rounding
+    per term (GPU libraries' float16 GEMMs accumulate in float32; a plain loop sums in order),
+    so in float32 the baseline makes the errors a one-pass kernel makes, not those of a pairwise
+    or blocked BLAS sum. Returns O of ``dtype`` (B, H, N, d). Fully masked rows give zeros."""
     Q, K, V = _check(Q, K, V)
     dt = np.dtype(dtype or Q.dtype)
     r = lambda x: np.asarray(x).astype(dt)  # noqa: E731  (round to the dtype)
     f32 = np.float32
     d = Q.shape[-1]
     Ks = r(K.astype(dt) * dt.type(1.0 / math.sqrt(d)))
-    S = r(np.matmul(Q.astype(dt).astype(f32), np.swapaxes(Ks, -1, -2).astype(f32)))
+    S = r(_seq_matmul(Q.astype(dt), np.swapaxes(Ks, -1, -2)))
     if causal:
         S = np.where(causal_mask(Q.shape[2]), dt.type(-np.inf), S)
     m = S.max(axis=-1, keepdims=True)
     finite = np.isfinite(m)
     with np.errstate(invalid="ignore", over="ignore"):
         E = r(np.exp(np.where(finite, S - np.where(finite, m, 0), -np.inf).astype(f32)))
-        den = r(E.astype(f32).sum(axis=-1, keepdims=True))
+        den = r(_seq_matmul(E, np.ones(E.shape[-1:] + (1,), f32)))
         P = r(np.where(den > 0, E.astype(f32) / np.where(den > 0, den, 1).astype(f32), 0))
-    return r(np.matmul(P.astype(f32), V.astype(dt).astype(f32)))
+    return r(_seq_matmul(P, V.astype(dt)))
