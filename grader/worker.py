@@ -10,7 +10,8 @@ on FD_IN with one JSON reply on FD_OUT. The submission's own prints go to stdout
 the grader captures to files: they can never corrupt the protocol. Arrays travel as ``.npz``
 files in WORKDIR.
 
-Requests: ``{"op": "load"}``, ``{"op": "call", "fn", "in", "out", "outputs", "call"}``,
+Requests: ``{"op": "load"}``, ``{"op": "call", "fn", "in", "out", "outputs", "call",
+"returns"}`` (``returns``: the outputs the function returns rather than writes),
 ``{"op": "perf", "plan", "out"}``, ``{"op": "exit"}``.
 """
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernellab.quant import cosine_similarity, int_gemm_exact, quantize
+from reference_kernels.quant import OUTLIER_FACTOR as _OUTLIER_FACTOR
 from reference_kernels.quant import linear_golden, sqnr_db
 
 __all__ = ["REFERENCE_SQNR_DB", "REFERENCE_SIZES", "LLM_INT8_THRESHOLD", "OUTLIER_FACTOR",
@@ -43,7 +44,7 @@ REFERENCE_SIZES = (256, 4096, 512)
 #: ``llm_int8_threshold=6.0``).
 LLM_INT8_THRESHOLD = 6.0
 #: the outlier channel's scale factor in references.md §6's measurement.
-OUTLIER_FACTOR = 60.0
+OUTLIER_FACTOR = _OUTLIER_FACTOR  # references.md §6 (reference_kernels.quant)
 
 
 def layer_data(M: int = 256, K: int = 4096, N: int = 512, *, outlier_factor: float | None = None,

@@ -69,7 +69,15 @@ def test_sqnr_orderings_the_chapter_states(study):
         db["outlier, SmoothQuant a=0.5"]
     assert db["outlier, SmoothQuant a=0.75"] < db["outlier, SmoothQuant a=0.5"]
     assert db["outlier, LLM.int8()"] == max(v for k, v in db.items() if k.startswith("outlier"))
-    assert study["per-tensor"]["cosine"] >= 0.9998 and study["per-token"]["cosine"] >= 0.9998
+    # cosine similarity follows from the SQNR for a small error e uncorrelated with y:
+    # cos = 1 / sqrt(1 + ||e||^2 / ||y||^2) = 1 / sqrt(1 + 10^(-SQNR / 10))
+    for name in ("per-tensor", "per-token"):
+        r = study[name]
+        predicted = 1.0 / (1.0 + 10 ** (-r["sqnr_db"] / 10)) ** 0.5
+        assert abs(r["cosine"] - predicted) <= 10 ** (-r["sqnr_db"] / 10), (name, r)
+
+
+ANCHOR_DB = 1.5
 
 
 def test_each_setting_is_near_its_anchor(study):
@@ -77,7 +85,9 @@ def test_each_setting_is_near_its_anchor(study):
     for name, r in study.items():
         anchor = QS.REFERENCE_SQNR_DB.get(name)
         if anchor is not None:
-            assert anchor / 1.1 <= r["sqnr_db"] <= anchor * 1.1, (name, r["sqnr_db"], anchor)
+            # the same experiment (sizes, distribution, scheme) with other random draws and
+            # summation details: tenths of a dB; 1.5 dB = the noise power within a factor 1.4
+            assert abs(r["sqnr_db"] - anchor) <= ANCHOR_DB, (name, r["sqnr_db"], anchor)
             checked += 1
     assert checked == len(QS.REFERENCE_SQNR_DB)
 

@@ -62,7 +62,7 @@ def test_untouched_lab_fails_with_not_implemented():
     ("accumulate_int16.py", "gemm", "wrapped in int16"),
     ("per_tensor_scale.py", "quantize", "one scale for the whole weight"),
     ("round_half_away.py", "quantize", "round half to even"),
-    ("wrong_scale_product.py", "linear", "SQNR"),
+    ("wrong_scale_product.py", "linear", "dB against the float64 layer <"),
     ("per_tensor_activations.py", "linear", "one scale for all tokens"),
     ("reciprocal_division.py", "quantize", "x * (1 / S) rounds differently"),
     ("float64_division.py", "quantize", "computed in float64"),
@@ -76,7 +76,7 @@ def test_known_wrong_fails_for_its_reason(name, fn, reason):
         assert sorted(k for k in bad if k.startswith("quantize")) == [
             "quantize 16x200 near_ties", "quantize 33x65 ties", "quantize 8x300 ties"], bad
     if name == "per_tensor_activations.py":
-        assert "SQNR" in bad["linear 64x4096->128 outlier"]
+        assert "dB against the float64 layer <" in bad["linear 64x4096->128 outlier"]
 
 
 def test_missing_clamp_passes_under_max_based_scales():
@@ -133,12 +133,13 @@ def test_the_reference_pipeline_passes_small_and_large_linear_cases():
 
 def test_int8_gemm_cases_overflow_narrow_accumulators():
     spec = Int8Linear()
-    for c in spec.cases(HiddenCases()):
-        if c.params["fn"] == "int8_gemm" and c.params["kind"] == "min":
-            d = spec.case_data(c)
-            ref = int_gemm_golden(d.inputs["Aq"], d.inputs["Bq"])
-            if c.params["K"] >= 1000:
-                assert np.abs(ref).max() > np.iinfo(np.int16).max * 1000
+    long = [c for c in spec.cases(HiddenCases()) if c.params["fn"] == "int8_gemm"
+            and c.params["kind"] == "min" and c.params["K"] >= 1000]
+    assert long, "no long all -128 case"
+    for c in long:
+        d = spec.case_data(c)
+        ref = int_gemm_golden(d.inputs["Aq"], d.inputs["Bq"])
+        assert np.abs(ref).max() > np.iinfo(np.int16).max * 1000
 
 
 def test_tie_cases_have_ties_that_the_two_roundings_split():

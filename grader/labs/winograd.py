@@ -86,6 +86,8 @@ VISIBLE_SHAPES = [
 VISIBLE_SEED = 20261130
 MAX_CASE_BYTES = 96 << 20  # X + W + Y of one hidden case (float32)
 MAX_CHECK_BYTES = 256 << 20  # the float64 transformed tiles of the grader's bound, one case
+MAX_CHECK_PASSES = 200_000  # numpy passes of the grader's float32 direct convolution
+MAX_CHECK_ELEMENT_OPS = 2e9  # their element operations (a few seconds on the course machine)
 
 
 class Winograd(LabSpec):
@@ -139,6 +141,12 @@ class Winograd(LabSpec):
         if 8 * 16 * tiles * (c + k) > MAX_CHECK_BYTES:
             raise ValueError(f"hidden case {p!r}: too large for the grader's check (its "
                              f"transformed tiles would need more than {MAX_CHECK_BYTES >> 20} MiB)")
+        # and its time: the float32 direct convolution it measures e_direct with is 9 C numpy
+        # passes over the output
+        if 9 * c > MAX_CHECK_PASSES or 9 * c * n * k * h * w > MAX_CHECK_ELEMENT_OPS:
+            raise ValueError(f"hidden case {p!r}: too long for the grader's check (9 C passes "
+                             f"over N K H W outputs: at most {MAX_CHECK_PASSES} passes and "
+                             f"{MAX_CHECK_ELEMENT_OPS:.0e} element operations)")
         return q
 
     def case_data(self, case: Case) -> CaseData:
@@ -174,7 +182,7 @@ class Winograd(LabSpec):
         policy = self.policy(X, W, ref)
         cmp = compare(Y, ref, policy, tile=None)
         if not cmp.ok:
-            hint = _diagnose(Y, ref, policy.bounds(ref)[0], abs_bound(X, W, 2))
+            hint = _diagnose(Y, ref, policy.bounds(ref)[0], policy.floor / GAMMA_TRANSFORMS)
             if hint:
                 cmp.message = f"{cmp.message}; {hint}"
         return cmp

@@ -398,7 +398,12 @@ def apply_rounded(M, src, axis: int, dtype):
     """Apply the exact matrix M (Fractions, n_out x n_in) along ``axis`` of ``src`` (length n_in
     there; becomes n_out): each output row is a left-to-right sum of (coefficient rounded to
     dtype) x row over M's non-zero entries, every product and sum rounded to ``dtype`` (numpy
-    float16/float32 arithmetic rounds each operation); coefficients +-1 cost no product."""
+    float16/float32 arithmetic rounds each operation); coefficients +-1 cost no product.
+    ``dtype``: anything ``np.dtype`` accepts; coefficients are rounded as
+    :func:`kernellab.winograd.as_array` rounds them."""
+    from kernellab.winograd import as_array
+
+    dtype = np.dtype(dtype)
     src = np.moveaxis(src, axis, 0)
     out = []
     for row in M:
@@ -407,7 +412,7 @@ def apply_rounded(M, src, axis: int, dtype):
             if coef == 0:
                 continue
             term = src[j] if coef == 1 else (-src[j] if coef == -1 else
-                                             (dtype.type(float(coef)) * src[j]).astype(dtype))
+                                             (as_array(((coef,),), dtype)[0, 0] * src[j]).astype(dtype))
             acc = term if acc is None else (acc + term).astype(dtype)
         out.append(acc if acc is not None else np.zeros_like(src[0]))
     return np.moveaxis(np.stack(out), 0, axis)

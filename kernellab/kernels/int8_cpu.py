@@ -3,8 +3,9 @@
 Every version has the signature ``gemm_vN(A, B, C)``: ``A`` (M, K) int8, ``B`` (K, N) int8,
 ``C`` (M, N) int32, written in place (previous contents never read; returns None); ``A`` and
 ``B`` are not modified. Results are exact whenever the true product fits int32 — always for
-K <= :func:`kernellab.quant.int32_safe_k` () = 131071 — because every version's int32
-arithmetic is two's-complement (modular) and the true sum is the only int32 congruent to it.
+K <= :func:`kernellab.quant.int32_safe_k` () = 131071 — whether a version accumulates in
+int32 (two's-complement, modular: the true sum is the only int32 congruent to it) or, where
+Numba types the product of two int32 scalars as int64, in int64 (exact outright).
 The wrapper raises ``ValueError`` for non-2-D arrays, mismatched shapes, dtypes other than
 int8/int8/int32, a read-only ``C`` or a ``C`` overlapping ``A``/``B``; ``TypeError`` when ``C``
 is not a numpy array.
@@ -152,7 +153,7 @@ def _ex(a_dtype):
     return make
 
 
-gemm_v1 = _make("v1_naive", "naive i, j, k with an int32 accumulator (scalar)", _call_v1, _v1,
+gemm_v1 = _make("v1_naive", "naive i, j, k, scalar accumulator (int64: Numba widens int32 products)", _call_v1, _v1,
                 _ex(np.int8))
 gemm_v2 = _make("v2_ikj", "loop order i, k, j: int32 lanes, vectorised by LLVM", _call_v2, _v2,
                 _ex(np.int8))
