@@ -193,5 +193,7 @@ def test_hidden_cases_are_validated_and_generated():
             spec.cases(HiddenCases(cases=[{"N": bad, "C": 1, "K": 1, "H": 1, "W": 1}]))
     with pytest.raises(ValueError, match="grader's check"):  # X, W, Y small; the check is not
         spec.cases(HiddenCases(cases=[{"N": 1, "C": 1, "K": 1, "H": 1, "W": 10_000_000}]))
+    with pytest.raises(ValueError, match="too long for the grader's check"):  # 9 C numpy passes
+        spec.cases(HiddenCases(cases=[{"N": 1, "C": 2_000_000, "K": 1, "H": 1, "W": 1}]))
     gen = [c for c in spec.cases(HiddenCases(seed=5)) if c.hidden]
     assert len(gen) == 6 and all(min(c.params.values()) >= 1 for c in gen)
