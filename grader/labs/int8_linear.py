@@ -47,10 +47,11 @@ for random +-1 vectors x, outside the timer) and the last one in full; a call fa
 the nominal fp32 peak in int8 operations (AVX-512 VNNI's ratio, references.md §6) voids the
 speed points.
 
-Not checked, by design of the spec: a missing clamp. With S = max|row| / 127 every |x / S| is
-at most 127 (1 + u), which rounds to 127: the clamp never acts, and a submission without it is
-correct here (tests/submissions/int8_linear/no_clamp.py passes, by test). The clamp matters
-with calibrated (percentile) scales: chapter 6.
+The clamp: with S = max|row| / 127 every |x / S| is at most 127 (1 + u) for normal floats, so
+the clamp acts only where S underflows — rows of subnormal magnitude, where S = max / 127
+rounds to a whole ulp of the subnormal range and |x / S| reaches 190 (the ``subnormal`` case;
+without the clamp int8 wraps). In practice it matters with calibrated (percentile) scales:
+chapter 6.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ INT8_OPS_PER_FP32_FLOP = 4  # AVX-512 VNNI vs fp32 FMA per cycle (references.md 
 QUANT_CASES = [  # (N, K, kind)
     (1, 1, "normal"), (1, 7, "normal"), (3, 1, "normal"), (16, 64, "normal"),
     (64, 33, "decades"), (127, 255, "normal"), (5, 4097, "decades"), (8, 300, "ties"),
-    (33, 65, "ties"), (16, 200, "near_ties"), (4, 16, "zero_row"), (6, 50, "negative_max"), (9, 40, "tiny"),
+    (33, 65, "ties"), (16, 200, "near_ties"), (8, 64, "subnormal"), (4, 16, "zero_row"), (6, 50, "negative_max"), (9, 40, "tiny"),
     (9, 40, "huge"),
 ]
 GEMM_CASES = [  # (M, N, K, kind)
@@ -130,6 +131,15 @@ def _quant_data(N: int, K: int, kind: str, rng) -> np.ndarray:
             picked = x[hit][:K - 1]
             W[n, 1:1 + len(picked)] = picked
             W[n, 0] = amax[n]
+    elif kind == "subnormal":   # rows of subnormal magnitude: S = max / 127 rounds to one ulp
+        # of the subnormal range, far below max / 127, so |x / S| reaches up to max / 2^-149 >
+        # 127: the only inputs where the clamp acts under max-based scales (the IEEE default,
+        # no flush to zero, in numpy and in Numba's CPU code)
+        tiny = np.float32(2.0 ** -149)
+        k = rng.integers(150, 191, size=N)                 # max |w| = k ulps, S = 1 ulp
+        j = rng.integers(-10**6, 10**6, size=(N, K)) % (2 * k[:, None] + 1) - k[:, None]
+        W = (j.astype(np.float32) * tiny).astype(np.float32)
+        W[:, 0] = (k.astype(np.float32) * tiny).astype(np.float32)
     elif kind == "zero_row":
         W[N // 2] = 0.0
     elif kind == "negative_max":
@@ -226,8 +236,8 @@ class Int8Linear(LabSpec):
     @staticmethod
     def _validate(p: dict) -> dict:
         kinds = {"quantize_per_channel": (("N", "K"), ("normal", "decades", "ties", "near_ties",
-                                                      "zero_row", "negative_max", "tiny",
-                                                      "huge")),
+                                                      "subnormal", "zero_row", "negative_max",
+                                                      "tiny", "huge")),
                  "int8_gemm": (("M", "N", "K"), ("random", "min", "extremes")),
                  "linear_w8a8": (("M", "K", "N"), ("gaussian", "outlier", "zero_token",
                                                     "gaussian_small"))}
@@ -434,6 +444,11 @@ def _check_quantize(W: np.ndarray, Wq: np.ndarray, scales: np.ndarray) -> Compar
 
 
 def _quantize_hint(W, Wq, scales, ref_q, ref_s) -> str:
+    with np.errstate(all="ignore"):  # the alternatives overflow on subnormal rows (1 / S = inf)
+        return _quantize_hint_quiet(W, Wq, scales, ref_q, ref_s)
+
+
+def _quantize_hint_quiet(W, Wq, scales, ref_q, ref_s) -> str:
     if len(scales) > 1 and np.all(scales == scales[0]) and not np.all(ref_s == ref_s[0]):
         Wd = Wq.astype(np.float64) * float(scales[0])
         Wr = ref_q.astype(np.float64) * ref_s.astype(np.float64)[:, None]

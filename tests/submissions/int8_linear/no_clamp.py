@@ -1,6 +1,6 @@
-# Not wrong under this lab's spec (a test shows it passes): no clamp to [-127, 127]. With
-# S = max|row| / 127 every |x / S| rounds to at most 127, so the clamp never acts. It matters
-# with calibrated (percentile) scales, where values beyond the clipping range exist.
+# Known wrong: no clamp to [-127, 127]. With S = max|row| / 127 the quotients of normal floats
+# never pass 127, but for rows of subnormal magnitude S rounds to one ulp of the subnormal
+# range and |x / S| reaches 190: without the clamp int8 wraps (the subnormal case).
 import numpy as np
 from numba import njit
 
