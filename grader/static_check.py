@@ -105,7 +105,11 @@ FRAME_ATTRS = frozenset({"f_back", "f_globals", "f_locals", "f_builtins", "f_cod
 FRAME_PREFIXES = ("gi_", "cr_", "ag_", "tb_", "co_")
 #: Submodules of the allowed modules any lab lets a submission reach (by the module's own name:
 #: ``numba.types`` is ``numba.core.types``). A lab adds its own with ``allowed_submodules``.
-ALLOWED_SUBMODULES = frozenset({"numpy.random", "numba.core.types", "numba.typed"})
+# numba.types: numba's public alias of numba.core.types; importing it by name (``from
+# numba.types import float16``) creates a module object named "numba.types", so both names
+# are allowed, or the rules would depend on what the grading process happened to import
+ALLOWED_SUBMODULES = frozenset({"numpy.random", "numba.core.types", "numba.types",
+                                "numba.typed"})
 
 
 @dataclass(frozen=True)

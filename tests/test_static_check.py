@@ -77,3 +77,18 @@ def test_honest_forms_are_accepted():
 def test_findings_name_the_line():
     out = findings("import numpy as np\n\n\nx = np.dot(a, b)\n")
     assert out[0].startswith("line 4:")
+
+
+def test_rules_do_not_depend_on_what_the_process_imported():
+    """``from numba.types import float16`` anywhere in the grading process (a course module did)
+    creates a module object named "numba.types": ``from numba import types`` must stay allowed
+    (escape_names is computed once per process, so this runs in a fresh one)."""
+    import subprocess
+    import sys
+
+    code = ("import numba.types\n"
+            "from grader import static_check as sc\n"
+            "print(sorted(sc.escape_names(frozenset({'numpy', 'numba', 'math'})) & {'types'}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[]", r.stdout

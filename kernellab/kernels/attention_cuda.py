@@ -95,7 +95,7 @@ import numpy as np
 
 import kernellab  # noqa: F401  (chooses the gpu/sim tier before numba.cuda is imported)
 from numba import cuda, float32
-from numba.types import float16
+from numba.core.types import float16
 
 from kernellab.kernels._cuda_args import is_device_array
 from kernellab.kernels.softmax_cuda import _merge as _sm_merge, _warp_merge as _sm_warp_merge
