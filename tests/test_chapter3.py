@@ -5,9 +5,8 @@ make that no other test checks.
   with ``summation.plot_errors``; every measured error it shows sits under the Higham bound it
   draws at the same n. The arguments come from ``kernellab.summation`` (not a copy of them),
   and the notebook is checked to make that very call.
-* Every number the chapter shows is computed when it runs: its code cells hard-code no
-  measured figure (no float literal with more than two significant digits, no number with a
-  unit of speed, time or share in a string), and its prose quotes none either.
+
+The house rules (no outputs, no typed or quoted measured figures): tests/test_notebook_rules.py.
 """
 
 from __future__ import annotations
@@ -39,10 +38,6 @@ def _close_figures():
     plt.close("all")
 
 
-def test_notebook_is_committed_without_outputs():
-    assert not rules.cells_with_outputs(NOTEBOOK)
-
-
 def test_precision_plot_errors_sit_under_the_bounds_it_draws():
     assert any(PRECISION_CALL in src for src in cells("code")), \
         f"the chapter no longer calls {PRECISION_CALL}: update this test with it"
@@ -64,13 +59,3 @@ def test_precision_plot_errors_sit_under_the_bounds_it_draws():
                     assert err <= bound[n], (ax.get_title(), m, n, err, bound[n])
                     checked += 1
     assert checked >= len(S.CHAPTER_NS) * len(S.DTYPES) * 2   # at least pairwise and numpy
-
-
-def test_code_cells_hard_code_no_measured_figure():
-    bad = rules.hardcoded_figures(NOTEBOOK)
-    assert not bad, f"code cells hard-code figures (cell index, literal): {bad}"
-
-
-def test_prose_quotes_no_measured_figure():
-    bad = rules.quoted_figures(NOTEBOOK)
-    assert not bad, f"markdown cells quote figures the code could contradict: {bad}"

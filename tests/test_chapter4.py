@@ -1,9 +1,6 @@
 """Chapter 4 (chapters/04_winograd.ipynb): the claims the notebook's figures and prose make that
-no other test checks, and the house rules for a chapter.
+no other test checks.
 
-* Committed without outputs; every number it shows is computed when it runs: its code cells
-  hard-code no measured figure and its prose quotes none (tests/test_chapter3.py's rules,
-  loaded from there, not copied).
 * Section 4's error study: the chapter calls ``winograd_error.study(seed=4)`` and states that,
   with the standard points, the error grows with the tile in FP32 and FP16; that F(2x2, 3x3) is
   about as accurate as the direct sum; that the alternative points are worse at every size,
@@ -13,6 +10,8 @@ no other test checks, and the house rules for a chapter.
 * Section 3: Winograd's magnitude term (winograd.abs_bound) exceeds |X| ⋆ |W| and grows with m.
 * Section 6, at the chapter's sizes: the non-fused Winograd moves fewer bytes through L2 than
   the direct kernel but several times its DRAM bytes.
+
+The house rules (no outputs, no typed or quoted measured figures): tests/test_notebook_rules.py.
 """
 
 from __future__ import annotations
@@ -46,20 +45,6 @@ def _close_figures():
     import matplotlib.pyplot as plt
 
     plt.close("all")
-
-
-def test_notebook_is_committed_without_outputs():
-    assert not rules.cells_with_outputs(NOTEBOOK)
-
-
-def test_code_cells_hard_code_no_measured_figure():
-    bad = rules.hardcoded_figures(NOTEBOOK, (rules.MEASURED,))
-    assert not bad, f"code cells hard-code figures (cell index, literal): {bad}"
-
-
-def test_prose_quotes_no_measured_figure():
-    bad = rules.quoted_figures(NOTEBOOK, (rules.MEASURED,))
-    assert not bad, f"markdown cells quote figures the code could contradict: {bad}"
 
 
 @pytest.fixture(scope="module")

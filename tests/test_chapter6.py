@@ -1,21 +1,20 @@
 """Chapter 6 (chapters/06_int8_quantization.ipynb): the claims the notebook's figures and prose
-make that no other test checks, and the house rules for a chapter.
+make that no other test checks.
 
-* Committed without outputs; every number it shows is computed when it runs: its code cells
-  hard-code no measured figure and its prose quotes none (tests/test_chapter3.py's rules,
-  loaded from there, not copied).
 * Section 4's study, at references.md §6's sizes (the chapter calls
   ``quant_study.study(M_, K_, N_)`` with ``quant_study.REFERENCE_SIZES``): the orderings its
   chart and prose state — per-tensor below per-token on Gaussian data; with the outlier,
   per-tensor < per-token < SmoothQuant a=0.5, a=0.75 below a=0.5, LLM.int8() above all outlier
-  settings — Gaussian cosines >= 0.9998 (references.md: 0.99990), and every setting with an
-  anchor within a factor of 1.1 of it in dB. The factor: the anchors are one random draw of the
-  same distribution; the chapter's draw differs (another seed), and the per-tensor settings
-  depend on the largest of ~10^6 samples, whose spread moves the SQNR by a few per cent.
+  settings — Gaussian cosines as the SQNR predicts them (1 / sqrt(1 + 10^(-SQNR/10))), and
+  every setting with an anchor within ANCHOR_DB = 1.5 dB of it: the anchors are one random draw
+  of the same experiment; the chapter's draw differs (another seed), and the per-tensor settings
+  depend on the largest of ~10^6 samples, whose spread moves the SQNR by tenths of a dB.
 * Section 5's assembly claims, on a CPU with AVX-512 VNNI (the course machine): no vpdpbusd
   anywhere; v2's hot loop uses vpmulld, v3's vpmaddwd, v4's vpdpwssd.
 * Section 6's sizes: K a multiple of 64, so the dp4a kernel's loads are exactly a quarter
   (tests/test_int8_kernels.py checks the counters).
+
+The house rules (no outputs, no typed or quoted measured figures): tests/test_notebook_rules.py.
 """
 
 from __future__ import annotations
@@ -38,20 +37,6 @@ STUDY_CALL = "quant_study.study(M_, K_, N_)"
 
 def cells(kind: str) -> list[str]:
     return rules.cells(NOTEBOOK, kind)
-
-
-def test_notebook_is_committed_without_outputs():
-    assert not rules.cells_with_outputs(NOTEBOOK)
-
-
-def test_code_cells_hard_code_no_measured_figure():
-    bad = rules.hardcoded_figures(NOTEBOOK, (rules.MEASURED, rules.DECIBELS))
-    assert not bad, f"code cells hard-code figures (cell index, literal): {bad}"
-
-
-def test_prose_quotes_no_measured_figure():
-    bad = rules.quoted_figures(NOTEBOOK, (rules.MEASURED, rules.DECIBELS))
-    assert not bad, f"markdown cells quote figures the code could contradict: {bad}"
 
 
 @pytest.fixture(scope="module")

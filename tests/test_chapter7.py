@@ -8,8 +8,8 @@ checks, in a few seconds.
 * Two runs of the same kernel give the same cycles, trace hash and exported trace.
 * The overlap the chapter computes from the trace: MTE2 is never busy during vector work with
   one buffer, and is with two.
-* The notebook is committed without outputs, and (as chapter 3's test checks for that chapter)
-  its code and prose hard-code no measured figure.
+
+The house rules (no outputs, no typed or quoted measured figures): tests/test_notebook_rules.py.
 """
 
 from __future__ import annotations
@@ -164,17 +164,3 @@ def test_the_chapters_what_if_cards_differ_from_the_preset_only_where_changed():
     card = npu.get_machine()
     fast = dataclasses.replace(card, hbm_gbps=2 * card.hbm_gbps)
     assert [r[0] for r in fast.rows() if r[3] == "user"] == ["hbm_gbps"]
-
-
-def test_notebook_is_committed_without_outputs():
-    assert not rules.cells_with_outputs(NOTEBOOK)
-
-
-def test_code_cells_hard_code_no_measured_figure():
-    bad = rules.hardcoded_figures(NOTEBOOK)
-    assert not bad, f"code cells hard-code figures (cell index, literal): {bad}"
-
-
-def test_prose_quotes_no_measured_figure():
-    bad = rules.quoted_figures(NOTEBOOK)
-    assert not bad, f"markdown cells quote figures the code could contradict: {bad}"
