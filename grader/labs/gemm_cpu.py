@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.labs._gemm import case_seed, gemm_case_data, gemm_check, probably_correct
+from grader.labs._timed import TimedCalls
 from grader.spec import Case, CaseData, HiddenCases, LabSpec, RuleResult
 
 PERF_N = 1024
@@ -150,30 +151,19 @@ class GemmCPU(LabSpec):
         fn = namespace["gemm"]
         rng = np.random.default_rng()
         check_rng = np.random.default_rng()
-        state = {"nan_after_return": 0, "wrong": 0, "checked": 0, "last": None, "before": None}
+        # every timed call checked, not only the last one re-checked in full: a kernel that
+        # skips work on calls it guesses are timed must not get away with it
+        calls = TimedCalls(("A", "B"), ("C",),
+                           is_correct=lambda ab, c: probably_correct(*ab, c[0], check_rng),
+                           is_unwritten=lambda c: bool(np.isnan(c[0]).any()))
 
         def fresh(n):
-            def setup():
-                A = rng.standard_normal((n, n), dtype=dt)
-                B = rng.standard_normal((n, n), dtype=dt)
-                state["before"] = (A.copy(), B.copy())
-                return A, B, np.full((n, n), np.nan, dtype=dt)
-            return setup
+            return calls.setup(lambda: (rng.standard_normal((n, n), dtype=dt),
+                                        rng.standard_normal((n, n), dtype=dt)),
+                               lambda: (np.full((n, n), np.nan, dtype=dt),))
 
         def numpy_matmul(A, B, C):
             _NUMPY_MATMUL(A, B, out=C)
-
-        def after(name, args):  # outside the timer, right after each call returns
-            if name == "submission":
-                if np.isnan(args[2]).any():
-                    state["nan_after_return"] += 1
-                # every timed call, not only the last one re-checked in full: a kernel that
-                # skips work on calls it guesses are timed must not get away with it
-                state["checked"] += 1
-                A0, B0 = state["before"]
-                if not probably_correct(A0, B0, args[2], check_rng):
-                    state["wrong"] += 1
-                state["last"] = state["before"] + (args[0], args[1], args[2].copy())
 
         tiny = fresh(8)()
         naive(*tiny)  # compile outside the timed rounds
@@ -181,17 +171,15 @@ class GemmCPU(LabSpec):
         rounds = int(plan["rounds"])
         g_naive = timing.interleaved({"submission": fn, "naive": naive}, baseline="submission",
                                      setup=fresh(int(plan["n_naive"])), warmup=1, rounds=rounds,
-                                     threads_=threads_, after=after)
+                                     threads_=threads_, after=calls.after)
         g_numpy = timing.interleaved({"submission": fn, "numpy": numpy_matmul},
                                      baseline="submission", setup=fresh(int(plan["n"])),
-                                     warmup=1, rounds=rounds, threads_=threads_, after=after)
+                                     warmup=1, rounds=rounds, threads_=threads_,
+                                     after=calls.after)
         tn = {k: v.times for k, v in g_naive.timings.items()}
         tb = {k: v.times for k, v in g_numpy.timings.items()}
         n, n2 = int(plan["n"]), int(plan["n_naive"])
         info = machine.cpu_info()
-        A0, B0, A1, B1, C1 = state["last"]  # the last timed call: the numpy group, size n
-        np.savez(workdir / "recheck_before.npz", A=A0, B=B0)
-        np.savez(workdir / "recheck.npz", A=A1, B=B1, C=C1)
         return {
             "speedup_naive": [a / b for a, b in zip(tn["naive"], tn["submission"])],
             "fraction_numpy": [a / b for a, b in zip(tb["numpy"], tb["submission"])],
@@ -207,12 +195,8 @@ class GemmCPU(LabSpec):
                       "threads_note": threads.status()["note"],
                       "timings": {"vs_naive": g_naive.to_dict()["timings"],
                                   "vs_numpy": g_numpy.to_dict()["timings"]}},
-            "recheck": {"path": str(workdir / "recheck.npz"),
-                        "before": str(workdir / "recheck_before.npz"),
-                        "params": {"M": n, "N": n, "K": n, "dtype": dt.name},
-                        "inputs": ["A", "B"], "outputs": ["C"],
-                        "nan_after_return": state["nan_after_return"],
-                        "wrong_calls": state["wrong"], "checked_calls": state["checked"]},
+            # the last timed call: the numpy group, size n
+            "recheck": calls.save(workdir, {"M": n, "N": n, "K": n, "dtype": dt.name}),
         }
 
     def perf_data_check(self, plan: dict, recheck: dict, arrays: dict) -> str | None:

@@ -61,6 +61,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.labs._gemm import case_seed
+from grader.labs._timed import TimedCalls
 from grader.spec import Case, CaseData, HiddenCases, LabSpec, RuleResult
 from kernellab.numerics import Comparison, Exact, Explicit, compare, unit_roundoff
 from reference_kernels.quant import (OUTLIER_FACTOR, QMAX, int_gemm_golden, linear_golden,
@@ -323,25 +324,14 @@ class Int8Linear(LabSpec):
         n = int(plan["n"])
         rng = np.random.default_rng()
         check_rng = np.random.default_rng()
-        state = {"wrong": 0, "checked": 0, "unwritten": 0, "last": None, "before": None}
-
-        def fresh():
-            A = rng.integers(-128, 128, size=(n, n), dtype=np.int8)
-            B = rng.integers(-128, 128, size=(n, n), dtype=np.int8)
-            state["before"] = (A.copy(), B.copy())
-            return A, B, np.full((n, n), np.iinfo(np.int32).min, np.int32)
-
-        def after(name, args):  # outside the timer, right after each call returns
-            if name != "submission":
-                return
-            C = args[2]
-            state["checked"] += 1
-            if (C == np.iinfo(np.int32).min).any():
-                state["unwritten"] += 1
-            A0, B0 = state["before"]
-            if not exact_freivalds(A0, B0, C, check_rng):
-                state["wrong"] += 1
-            state["last"] = (A0, B0, args[0].copy(), args[1].copy(), C.copy())
+        fill = np.iinfo(np.int32).min
+        calls = TimedCalls(("Aq", "Bq"), ("C",),
+                           is_correct=lambda ab, c: exact_freivalds(*ab, c[0], check_rng),
+                           is_unwritten=lambda c: bool((c[0] == fill).any()))
+        fresh = calls.setup(
+            lambda: (rng.integers(-128, 128, size=(n, n), dtype=np.int8),
+                     rng.integers(-128, 128, size=(n, n), dtype=np.int8)),
+            lambda: (np.full((n, n), fill, np.int32),))
 
         small = fresh()
         naive(small[0][:2], small[1], small[2][:2])  # compile outside the timed rounds
@@ -349,13 +339,10 @@ class Int8Linear(LabSpec):
         rounds = int(plan["rounds"])
         g = timing.interleaved({"submission": fn, "naive": naive}, baseline="submission",
                                setup=fresh, warmup=1, rounds=rounds, threads_=threads_,
-                               after=after)
+                               after=calls.after)
         t = {k: v.times for k, v in g.timings.items()}
         ops = 2.0 * n ** 3
         info = machine.cpu_info()
-        A0, B0, A1, B1, C1 = state["last"]  # before the call; after it (inputs must not change)
-        np.savez(workdir / "recheck_before.npz", Aq=A0, Bq=B0)
-        np.savez(workdir / "recheck.npz", Aq=A1, Bq=B1, C=C1)
         return {
             "speedup_naive": [a / b for a, b in zip(t["naive"], t["submission"])],
             "gops": [ops / x / 1e9 for x in t["submission"]],
@@ -367,12 +354,8 @@ class Int8Linear(LabSpec):
                                      "rounds, fresh inputs per call",
                       "threads_note": threads.status()["note"],
                       "timings": g.to_dict()["timings"]},
-            "recheck": {"path": str(workdir / "recheck.npz"),
-                        "before": str(workdir / "recheck_before.npz"),
-                        "params": {"fn": "int8_gemm", "M": n, "N": n, "K": n, "kind": "random"},
-                        "inputs": ["Aq", "Bq"], "outputs": ["C"],
-                        "nan_after_return": state["unwritten"],
-                        "wrong_calls": state["wrong"], "checked_calls": state["checked"]},
+            "recheck": calls.save(workdir, {"fn": "int8_gemm", "M": n, "N": n, "K": n,
+                                            "kind": "random"}),
         }
 
     def perf_data_check(self, plan: dict, recheck: dict, arrays: dict) -> str | None:

@@ -59,6 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.labs._gemm import case_seed
+from grader.labs._timed import TimedCalls
 from grader.spec import Case, CaseData, HiddenCases, LabSpec, RuleResult
 from kernellab.numerics import MeasuredBaseline, compare, unit_roundoff
 from kernellab.winograd import abs_bound
@@ -206,25 +207,13 @@ class Winograd(LabSpec):
         N, C, K, H, Wd = (int(s[k]) for k in ("N", "C", "K", "H", "W"))
         rng = np.random.default_rng()
         check_rng = np.random.default_rng()
-        state = {"nan_after_return": 0, "wrong": 0, "checked": 0, "last": None, "before": None}
-
-        def fresh():
-            X = rng.standard_normal((N, C, H, Wd), dtype=np.float32)
-            W = rng.standard_normal((K, C, 3, 3), dtype=np.float32)
-            state["before"] = (X.copy(), W.copy())
-            return X, W, np.full((N, K, H, Wd), np.nan, np.float32)
-
-        def after(name, args):  # outside the timer, right after each call returns
-            if name != "submission":
-                return
-            Y = args[2]
-            if np.isnan(Y).any():
-                state["nan_after_return"] += 1
-            state["checked"] += 1
-            X0, W0 = state["before"]
-            if not sampled_ok(X0, W0, Y, check_rng):
-                state["wrong"] += 1
-            state["last"] = (X0, W0, args[0].copy(), args[1].copy(), Y.copy())
+        calls = TimedCalls(("X", "W"), ("Y",),
+                           is_correct=lambda xw, y: sampled_ok(*xw, y[0], check_rng),
+                           is_unwritten=lambda y: bool(np.isnan(y[0]).any()))
+        fresh = calls.setup(
+            lambda: (rng.standard_normal((N, C, H, Wd), dtype=np.float32),
+                     rng.standard_normal((K, C, 3, 3), dtype=np.float32)),
+            lambda: (np.full((N, K, H, Wd), np.nan, np.float32),))
 
         tiny = fresh()
         direct(*tiny)  # compile outside the timed rounds
@@ -232,13 +221,10 @@ class Winograd(LabSpec):
         rounds = int(plan["rounds"])
         g = timing.interleaved({"submission": fn, "direct": direct}, baseline="submission",
                                setup=fresh, warmup=1, rounds=rounds, threads_=threads_,
-                               after=after)
+                               after=calls.after)
         t = {k: v.times for k, v in g.timings.items()}
         flops = conv2d_flops(N, C, K, H, Wd)
         info = machine.cpu_info()
-        X0, W0, X1, W1, Y1 = state["last"]  # before the call; after it (inputs must not change)
-        np.savez(workdir / "recheck_before.npz", X=X0, W=W0)
-        np.savez(workdir / "recheck.npz", X=X1, W=W1, Y=Y1)
         return {
             "speedup_direct": [a / b for a, b in zip(t["direct"], t["submission"])],
             "gflops": [flops / x / 1e9 for x in t["submission"]],
@@ -251,12 +237,7 @@ class Winograd(LabSpec):
                                      "direct-convolution FLOPs / time",
                       "threads_note": threads.status()["note"],
                       "timings": g.to_dict()["timings"]},
-            "recheck": {"path": str(workdir / "recheck.npz"),
-                        "before": str(workdir / "recheck_before.npz"),
-                        "params": dict(plan["shape"]),
-                        "inputs": ["X", "W"], "outputs": ["Y"],
-                        "nan_after_return": state["nan_after_return"],
-                        "wrong_calls": state["wrong"], "checked_calls": state["checked"]},
+            "recheck": calls.save(workdir, dict(plan["shape"])),
         }
 
     def perf_data_check(self, plan: dict, recheck: dict, arrays: dict) -> str | None:
