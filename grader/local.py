@@ -50,7 +50,7 @@ def check(lab_id: str, fn, *, function: str | None = None, limit: int | None = N
         arrays.update(data.allocate_outputs())
         try:
             with spec.call_probe() as info:  # a GPU lab: the kernel launches it saw
-                ret = fn(*[arrays[n] for n in data.call])
+                ret = fn(*data.args(arrays))
             wrong = data.take_returned(ret, arrays)
             r = ({"ok": False, "error": wrong} if wrong else
                  {"ok": True, "arrays": arrays, "info": info,

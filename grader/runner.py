@@ -117,6 +117,7 @@ class _Session:
             try:
                 r = self.worker.request(
                     {"op": "compile", "fn": fn, "in": paths, "call": d0.call,
+                     "scalars": d0.scalars,
                      "outputs": {k: [list(sh), dt] for k, (sh, dt) in d0.outputs.items()}},
                     spec.compile_timeout_s)
             except WorkerDied as exc:
@@ -165,7 +166,8 @@ class _Session:
         np.savez(inp, **data.inputs)
         r = self.worker.request({"op": "call", "fn": fn, "in": str(inp), "out": str(out),
                                  "outputs": {k: [list(s), d] for k, (s, d) in data.outputs.items()},
-                                 "call": data.call, "returns": data.returns}, timeout)
+                                 "call": data.call, "returns": data.returns,
+                                 "scalars": data.scalars}, timeout)
         if r.get("ok"):
             try:
                 with np.load(out) as z:  # allow_pickle=False: data only
@@ -253,8 +255,10 @@ def check_case(spec, case: Case, data: CaseData, r: dict) -> CaseResult:
 def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = None,
           run_performance: bool = True, case_timeout_s: float | None = None,
           first_call_timeout_s: float | None = None, compile_timeout_s: float | None = None,
-          progress=None) -> Report:
+          progress=None, only=None) -> Report:
     """Grade ``submission`` (a lab notebook or a ``.py``) for ``lab_id``; returns the Report.
+    ``only``: a predicate on :class:`grader.spec.Case`; when given, only the cases it accepts
+    run (a partial grading: the report's score covers those cases).
 
     Raises grader.labs.UnknownLab for an unknown lab and ValueError for a bad hidden-case file
     (both are the caller's mistakes, not the submission's).
@@ -292,6 +296,8 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
                             allowed_submodules=spec.allowed_submodules)
     report.static = [str(f) for f in findings]
     cases = spec.cases(hidden_cases)
+    if only is not None:
+        cases = [c for c in cases if only(c)]
     if findings:
         report.fatal = "the submission breaks the lab's rules (nothing of it was run)"
         report.cases = [CaseResult(case=c.name, params=c.params, hidden=c.hidden,
@@ -386,7 +392,8 @@ def recheck(spec, plan: dict, recheck: dict, workdir: Path) -> CaseResult:
     data = CaseData(inputs={k: before[k] for k in recheck["inputs"]},
                     outputs={k: (arrays[k].shape, str(arrays[k].dtype))
                              for k in recheck["outputs"]},
-                    call=recheck["inputs"] + recheck["outputs"])
+                    call=recheck["inputs"] + recheck["outputs"],
+                    scalars=dict(recheck.get("scalars") or {}))
     expected = spec.perf_data_check(plan, recheck, arrays)
     if expected:
         return CaseResult(case=case.name, params=case.params, hidden=False, passed=False,

@@ -40,6 +40,14 @@ class CaseData:
     #: outputs the function *returns* (in this order, as a tuple; one name: the array itself)
     #: instead of writing them into arrays it is passed (e.g. ``Wq, scales = quantize(W)``)
     returns: list[str] = field(default_factory=list)
+    #: scalar arguments (bool, int or float; JSON-serialisable) that ``call`` may name besides
+    #: the arrays, e.g. ``flash_attention(Q, K, V, O, causal)``
+    scalars: dict = field(default_factory=dict)
+
+    def args(self, arrays: dict) -> list:
+        """The call's arguments in ``call`` order: each name from ``arrays`` (inputs and outputs)
+        or, failing that, from :attr:`scalars`."""
+        return [arrays[n] if n in arrays else self.scalars[n] for n in self.call]
 
     def take_returned(self, ret, arrays: dict) -> str | None:
         """Put the returned outputs ``ret`` into ``arrays`` under :attr:`returns`' names.

@@ -221,7 +221,9 @@ def main(argv: list[str]) -> int:
                         arrays = {k: z[k] for k in z.files}
                     for name, (shape, dtype) in req["outputs"].items():
                         arrays[name] = np.empty(tuple(shape), dtype=np.dtype(dtype))
-                    fn.compile(tuple(numba.typeof(arrays[n]) for n in req["call"]))
+                    scalars = req.get("scalars") or {}
+                    fn.compile(tuple(numba.typeof(arrays[n] if n in arrays else scalars[n])
+                                     for n in req["call"]))
                 _reply(fd_out, {"ok": True, "compiled": True, "seconds": time.perf_counter() - t0})
             elif op == "call":
                 fn = ns[req["fn"]]
@@ -229,7 +231,8 @@ def main(argv: list[str]) -> int:
                     arrays = {k: z[k] for k in z.files}
                 arrays.update(CaseData({}, {k: (tuple(s), d) for k, (s, d)
                                             in req["outputs"].items()}, []).allocate_outputs())
-                args = [arrays[n] for n in req["call"]]
+                scalars = req.get("scalars") or {}
+                args = [arrays[n] if n in arrays else scalars[n] for n in req["call"]]
                 with spec.call_probe() as info:  # e.g. the GPU labs' kernel launches
                     t0 = time.perf_counter()
                     ret = fn(*args)

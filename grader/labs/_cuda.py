@@ -113,6 +113,59 @@ def stores_into_final(launches: list[dict], digest: str) -> int:
     return total
 
 
+def slice_digests(X, axes: int) -> list[str]:
+    """Content digests (:func:`kernellab.sim.content_digest`) an argument holding X, or a part
+    of it a launch was given, has when the launch starts: all of X, and every ``X[i]``,
+    ``X[i, j]`` ... down to ``axes`` leading indices (a launch per row, or per (batch, head),
+    on numpy views copies just that part to the device)."""
+    import itertools
+
+    from kernellab.sim import content_digest
+
+    out = [content_digest(X)]
+    for k in range(1, axes + 1):
+        out += [content_digest(X[idx]) for idx in itertools.product(*map(range, X.shape[:k]))]
+    return out
+
+
+def work_problem(launches: list[dict], reads: dict, outputs: int, what: str, *,
+                 unchecked=(), final_digest: str | None = None) -> str | None:
+    """None if the captured launches can have produced the result, else what is missing, in
+    plain words: at least one launch, every launch on the sim tier's executor reading only its
+    arguments (:func:`unchecked_problem`), at least ``outputs`` distinct elements of global
+    memory stored to (shared and local memory do not count), every byte of each input read
+    from arguments that held that input itself when their launch started (compulsory DRAM
+    reads; reading a host-computed copy of the result does not count), and, given the final
+    output's ``final_digest``, that output stored by the launches (not written over on the host
+    afterwards). ``reads``: input name -> (its bytes, its content digests, :func:`slice_digests`)."""
+    if not launches:
+        return (f"no kernel was launched: {what} must be computed in a CUDA kernel (this lab "
+                "grades the kernel, not host code)")
+    why = unchecked_problem(launches, unchecked)
+    if why:
+        return why
+    stored = elements_stored(launches)
+    if stored < outputs:
+        return (f"the kernels stored to {stored} element(s) of global memory, fewer than the "
+                f"{outputs} of the output: the rest was not written by a kernel (computed on "
+                "the host, or not at all), which this lab does not accept")
+    for name, (nbytes, digests) in reads.items():
+        got = bytes_read_from(launches, digests)
+        if got < nbytes:
+            return (f"the kernels read {got} bytes of {name}, fewer than its {nbytes}: the "
+                    f"result must be computed on the device from {name} itself (pass {name} "
+                    "to the kernel and widen each element there; a copy of "
+                    f"{name} transformed on the host, or an array holding a host-computed "
+                    "result, does not count)")
+    if final_digest is not None:
+        wrote = stores_into_final(launches, final_digest)
+        if wrote < outputs:
+            return (f"the kernels stored {wrote} element(s) of the final {what} output, fewer "
+                    f"than its {outputs}: it was written (or overwritten) on the host, not by "
+                    "a kernel")
+    return None
+
+
 def total_counters(launches: list[dict]) -> dict:
     out = dict.fromkeys(LAUNCH_COUNTERS, 0)
     for launch in launches:

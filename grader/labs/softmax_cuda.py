@@ -82,9 +82,8 @@ from pathlib import Path
 import numpy as np
 
 from grader.labs._cuda import (
-    PROFILE, CudaLab, bytes_read_from, coalesced_rule, fmt_seconds, kernels_gate, launch_dict,
-    elements_stored, modelled_seconds, stores_into_final, total_counters, traffic_summary,
-    unchecked_problem, with_atomic_reads,
+    PROFILE, CudaLab, coalesced_rule, fmt_seconds, kernels_gate, launch_dict, modelled_seconds,
+    slice_digests, total_counters, traffic_summary, with_atomic_reads, work_problem,
 )
 from grader.labs._gemm import case_seed
 from grader.spec import Case, CaseData, HiddenCases, RuleResult
@@ -147,46 +146,16 @@ def sum_inputs(rng, M: int, N: int, dtype: str) -> np.ndarray:
 def x_digests(X: np.ndarray) -> list[str]:
     """Content digests an argument holding X has when a launch starts: all of X, or one row
     (a launch per row on numpy views copies just that row to the device)."""
-    from kernellab.sim import content_digest
-
-    return [content_digest(X)] + [content_digest(row) for row in X]
+    return slice_digests(X, 1)
 
 
 def device_work_problem(launches: list[dict], x_bytes: int, outputs: int, what: str, *,
                         digests: list[str], unchecked=(), final_digest: str | None = None
                         ) -> str | None:
-    """None if the captured launches can have produced the result, else what is missing, in
-    plain words: at least one launch, every launch on the sim tier's executor reading only its
-    arguments (:func:`grader.labs._cuda.unchecked_problem`), at least ``outputs`` distinct
-    elements of global memory stored to (shared and local memory do not count), every byte of
-    X read from arguments that held X itself when their launch started (compulsory DRAM reads;
-    reading a host-computed copy of the result does not count), and, given the final output's
-    ``final_digest``, that output stored by the launches (not written over on the host
-    afterwards). ``digests``: X's content digests (:func:`x_digests`)."""
-    if not launches:
-        return (f"no kernel was launched: {what} must be computed in a CUDA kernel (this lab "
-                "grades the kernel, not host code)")
-    why = unchecked_problem(launches, unchecked)
-    if why:
-        return why
-    stored = elements_stored(launches)
-    if stored < outputs:
-        return (f"the kernels stored to {stored} element(s) of global memory, fewer than the "
-                f"{outputs} of the output: the rest was not written by a kernel (computed on "
-                "the host, or not at all), which this lab does not accept")
-    got = bytes_read_from(launches, digests)
-    if got < x_bytes:
-        return (f"the kernels read {got} bytes of X, fewer than its {x_bytes}: the result must "
-                "be computed on the device from X itself (pass X to the kernel and widen each "
-                "element there; a copy of X transformed on the host, or an array holding a "
-                "host-computed result, does not count)")
-    if final_digest is not None:
-        wrote = stores_into_final(launches, final_digest)
-        if wrote < outputs:
-            return (f"the kernels stored {wrote} element(s) of the final {what} output, fewer "
-                    f"than its {outputs}: it was written (or overwritten) on the host, not by "
-                    "a kernel")
-    return None
+    """:func:`grader.labs._cuda.work_problem` with the one input X (``digests``: its content
+    digests, :func:`x_digests`)."""
+    return work_problem(launches, {"X": (x_bytes, digests)}, outputs, what,
+                        unchecked=unchecked, final_digest=final_digest)
 
 
 def shuffle_problem(launches: list[dict]) -> str | None:
