@@ -275,6 +275,37 @@ class MeasuredBaseline:
                 f"(max error of {self.baseline}){floor}")
 
 
+def flash_attention_rule(baseline_error: float, ref: np.ndarray, dtype, *, rounding=None,
+                         kappa: float = 2.0, floor_ulps: int = 1) -> MeasuredBaseline:
+    """FlashAttention's test rule for an attention output of ``dtype`` (references.md §4.4;
+    COURSE.md §6): ``|O - ref| <= kappa * baseline_error + floor_ulps ulp(max|ref|)
+    + rounding``, with ``baseline_error`` = max|O_plain - ref| of a plain attention in the
+    kernel's own dtype with its operations reordered
+    (:func:`reference_kernels.attention.plain_error`) and ``ref`` the float64 golden output
+    (B, H, N, d). kappa = 2 as the FA2-era tests; the floor is one ulp of the output dtype at
+    the output's largest magnitude, as the FA3/FA4 tests' ``2 max|(ref + 0.3 - 0.3) - ref|``.
+
+    ``rounding`` (optional, an array of ref's shape): the float32 rounding bound of a fused
+    kernel (:func:`reference_kernels.attention.fused_rounding_bound`), added to the floor.
+    FlashAttention's tests apply the rule to float16/bfloat16 only, where the plain baseline
+    rounds S and P to the low dtype and a float32-accumulating kernel is far more accurate. For
+    a float32 kernel the baseline computes at the kernel's own precision, and "at most twice
+    its error" compares two draws of the same rounding noise: a correct kernel failed it on
+    1% of normal inputs and on 20% of inputs with scores of a few hundred (chapter 5's kernels
+    over 150 seeds). The derived bound is the noise both share; for a float16 kernel it adds
+    a few percent to the budget (chapter 5's inputs). Raises SpecError for an unsupported dtype."""
+    dt = np.dtype(dtype)
+    peak = float(np.abs(ref).max()) if np.size(ref) else 0.0
+    floor = floor_ulps * float(ulp(np.array(peak), dt))
+    note = f"{floor_ulps} ulp of {dt.name} at max|O|"
+    if rounding is not None:
+        floor = floor + np.asarray(rounding, dtype=np.float64)
+        note += " + the float32 rounding bound of a fused kernel"
+    return MeasuredBaseline(float(baseline_error), kappa=kappa, floor=floor,
+                            baseline=f"a plain {dt.name} attention, operations reordered",
+                            floor_note=note)
+
+
 @dataclass(frozen=True)
 class Explicit:
     """``|out - ref| <= bound`` with the bound given element by element (an array of the
