@@ -7,10 +7,11 @@ What it does, in well under five minutes on a current GPU:
 
 1. the tier is ``gpu`` (the driver probe and numba-cuda agree); the device, its nominal FP32
    peak (:func:`kernellab.machine.gpu_info`) and the versions;
-2. every GPU lab's solution (``gemm-cuda``, ``softmax-cuda``: ``solutions/NN_*.ipynb``) in
-   this process: all visible cases against the float64 reference, then the lab's own gpu-tier
-   performance measurement and rules (CUDA events, interleaved with its baselines: the naive
-   kernel and cupy.matmul; the three-pass softmax and a device copy); then the real grader
+2. every GPU lab's solution (``gemm-cuda``, ``softmax-cuda``, ``flash-attention``:
+   ``solutions/NN_*.ipynb``) in this process: all visible cases against the float64 reference,
+   then the lab's own gpu-tier performance measurement and rules (CUDA events, interleaved with
+   its baselines: the naive kernel and cupy.matmul; the three-pass softmax and a device copy;
+   chapter 5's materialised attention and a device copy); then the real grader
    (``grader.runner.grade``: sandboxed worker, gpu tier), whose verdict must be PASS;
 3. chapter 2's ladder v1..v4 and the lab solution against cupy.matmul (cuBLAS) at
    M = N = K = ``LADDER_N``: correctness at ragged sizes against the float64 reference and at
@@ -54,7 +55,9 @@ BUDGET_S = 300.0
 REDUCE_N = 1 << 26          # 256 MB of float32: far beyond any L2
 #: --simulate: the gpu-tier measurement of each lab on tiny sizes
 SIM_PLANS = {"gemm-cuda": {"tier": "gpu", "n": 32, "rounds": 2},
-             "softmax-cuda": {"tier": "gpu", "M": 3, "N": 40, "rounds": 2}}
+             "softmax-cuda": {"tier": "gpu", "M": 3, "N": 40, "rounds": 2},
+             "flash-attention": {"tier": "gpu", "B": 1, "H": 2, "N": 9, "d": 32,
+                                 "dtype": "float16", "causal": False, "rounds": 2}}
 
 
 def _versions() -> dict:
@@ -128,7 +131,7 @@ def check_lab(spec, solution: Path, *, simulate: bool, tmp: Path, say) -> dict:
         arrays.update(data.allocate_outputs())
         try:
             with spec.call_probe() as info:
-                namespace[spec.case_function(case)](*[arrays[n] for n in data.call])
+                namespace[spec.case_function(case)](*data.args(arrays))
             r = {"ok": True, "arrays": arrays, "info": info}
         except Exception as exc:  # noqa: BLE001 - reported, not raised
             r = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}

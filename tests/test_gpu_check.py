@@ -47,9 +47,10 @@ def test_simulated_run_covers_the_labs_and_the_ladder(tmp_path):
     d = json.loads(out.read_text())
     assert d["simulated"] is True and d["passed"] is True
     labs = {x["lab"]: x for x in d["labs"]}
-    assert list(labs) == ["gemm-cuda", "softmax-cuda"]
+    assert list(labs) == ["gemm-cuda", "softmax-cuda", "flash-attention"]
     first_rule = {"gemm-cuda": "measured speedup over the naive kernel",
-                  "softmax-cuda": "bandwidth vs a device copy"}
+                  "softmax-cuda": "bandwidth vs a device copy",
+                  "flash-attention": "speedup over the materialised attention"}
     for name, labrep in labs.items():
         assert labrep["ok"] is True, labrep
         assert labrep["cases_passed"] == labrep["cases_total"] > 0
@@ -88,17 +89,20 @@ gc = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gc)
 from grader.labs import all_specs
 import grader.runner, grader.labs.gemm_cuda, grader.labs.gemm_cpu, grader.labs.softmax_cuda
+import grader.labs.flash_attention
 from kernellab import machine, numerics, timing, threads
-from kernellab.kernels import gemm_cuda, softmax_cuda, reduce_cuda
+from kernellab.kernels import gemm_cuda, softmax_cuda, reduce_cuda, attention_cuda
 from grader.labs._cuda import CudaLab
 cuda_specs = [s for s in all_specs() if isinstance(s, CudaLab)]
-assert [s.lab_id for s in cuda_specs] == ["gemm-cuda", "softmax-cuda"]
+assert [s.lab_id for s in cuda_specs] == ["gemm-cuda", "softmax-cuda", "flash-attention"]
 assert all(s.tier == "gpu" and s.perf_plan()["tier"] == "gpu" for s in cuda_specs)
 threads.status()
 mod = gc.load_solution(gc.ROOT / "solutions" / "02_gemm_cuda.ipynb")
 assert callable(mod.gemm)
 mod3 = gc.load_solution(gc.ROOT / "solutions" / "03_softmax_cuda.ipynb")
 assert callable(mod3.row_sum) and callable(mod3.softmax)
+mod5 = gc.load_solution(gc.ROOT / "solutions" / "05_flash_attention.ipynb")
+assert callable(mod5.flash_attention)
 assert callable(reduce_cuda.measure_gpu)
 from numba.cuda.core import config
 assert not config.ENABLE_CUDASIM

@@ -11,6 +11,7 @@ LABS = {
     "gemm-cuda": "grader.labs.gemm_cuda:GemmCUDA",
     "softmax-cuda": "grader.labs.softmax_cuda:SoftmaxCUDA",
     "winograd": "grader.labs.winograd:Winograd",
+    "flash-attention": "grader.labs.flash_attention:FlashAttention",
     "int8-linear": "grader.labs.int8_linear:Int8Linear",
     "npu-vector-add": "grader.labs.npu_vector_add:NPUVectorAdd",
     "npu-matmul": "grader.labs.npu_matmul:NPUMatmul",

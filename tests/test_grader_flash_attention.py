@@ -1,0 +1,327 @@
+"""Grader self-tests for lab flash-attention (on the sim tier: the suite runs without a GPU): the
+solution passes in under a minute with its figures in the JSON and well inside every error
+budget, the untouched lab fails "not implemented", every known-wrong submission fails for the
+reason in its header (graded on the cases that show it and on cases it gets right), the
+diagnoses name each known mistake and nothing else, the tolerance is neither so loose that a
+zero or a float16-accumulated attention passes nor so tight that the golden reference or the
+plain baseline fails, hidden cases are validated, and the gpu-tier measurement runs (on the
+simulator, with a wall clock)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kernellab
+from grader.labs import flash_attention as lab
+from grader.runner import grade, recheck
+from grader.spec import Case, CaseData, HiddenCases
+from kernellab.numerics import compare
+from reference_kernels.attention import attention_golden, attention_plain
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBS = ROOT / "tests" / "submissions" / "flash_attention"
+KERNELLAB = Path(sys.executable).parent / "kernellab"
+SOLUTION = ROOT / "solutions" / "05_flash_attention.ipynb"
+LAB = ROOT / "labs" / "05_flash_attention.ipynb"
+
+TRAFFIC = "DRAM traffic / compulsory"
+SPEED = "modelled speedup over the materialised attention"
+BY_KERNELS = "the attention was computed by kernels"
+
+sim_only = pytest.mark.skipif(kernellab.TIER != "sim",
+                              reason="the known-wrong verdicts are the sim tier's")
+
+
+def cli(*args, env=None):
+    e = dict(os.environ, **(env or {}))
+    return subprocess.run([str(KERNELLAB), *args], capture_output=True, text=True, cwd=ROOT,
+                          env=e, timeout=600)
+
+
+# ---------------------------------------------------------------------------- end to end (CLI)
+@sim_only
+def test_solution_passes_in_under_a_minute_and_json_has_the_figures():
+    t0 = time.perf_counter()
+    r = cli("grade", "flash-attention", str(SOLUTION), "--json")
+    seconds = time.perf_counter() - t0
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert seconds < 60, seconds                  # the issue's budget; about 25 s here
+    d = json.loads(r.stdout)
+    assert d["passed"] is True and d["score"] == d["max_score"] == 100 and d["tier"] == "sim"
+    assert d["cases_passed"] == d["cases_total"] == len(lab.CASES)
+    for c in d["cases"]:
+        assert c["error"] is None
+        assert c["comparison"]["budget_used"] <= 0.5, c     # COURSE.md §5: under half
+    rules = {x["name"]: x for x in d["rules"]}
+    assert list(rules) == [TRAFFIC, SPEED, BY_KERNELS]
+    assert all(x["passed"] for x in rules.values())
+    # a fused kernel moves exactly the compulsory bytes; the model's figure for chapter 5's
+    # kernels at this shape is about 2.5x (shared-memory bound)
+    assert rules[TRAFFIC]["measured"] == pytest.approx(1.0)
+    assert rules[SPEED]["measured"] >= 2.0
+    assert "materialised attention moves 9.0x" in rules[TRAFFIC]["detail"]
+    assert d["recheck"]["passed"] is True
+
+
+@sim_only
+def test_untouched_lab_fails_with_not_implemented():
+    r = cli("grade", "flash-attention", str(LAB), "--quiet", "--no-perf")
+    assert r.returncode == 1
+    assert "not implemented" in r.stdout
+    assert "Traceback" not in r.stdout + r.stderr
+
+
+# ------------------------------------------------------------------ known-wrong submissions
+#: the cases each known-wrong submission is graded on: small, and covering causal and not,
+#: one tile and several, float32 and float16, large scores
+PICK = ("float32 1x1x1x32", "float16 1x1x17x32 causal", "float32 1x1x17x64 causal",
+        "float32 1x1x17x32", "float32 1x1x40x32 large", "float32 1x1x100x32 causal",
+        "float16 1x1x100x32")
+
+
+@functools.lru_cache(maxsize=None)
+def graded(name: str, perf: bool = False):
+    return grade("flash-attention", SUBS / name, run_performance=perf,
+                 only=lambda c: c.name in PICK)
+
+
+#: file -> (every failing case's error contains this, the exact set of failing cases)
+WRONG = {
+    "no_rescale.py": ("running output o is not rescaled",
+                      {"float32 1x1x40x32 large", "float32 1x1x100x32 causal",
+                       "float16 1x1x100x32"}),
+    "causal_diagonal_excluded.py": ("the diagonal is masked too",
+                                    {"float16 1x1x17x32 causal", "float32 1x1x17x64 causal",
+                                     "float32 1x1x100x32 causal"}),
+    "causal_next_key.py": ("each query also sees the next key",
+                           {"float16 1x1x17x32 causal", "float32 1x1x17x64 causal",
+                            "float32 1x1x100x32 causal"}),
+    "scale_one_over_d.py": ("scaled by 1/d",
+                            set(PICK) - {"float32 1x1x1x32"}),
+    "nan_masked_tile.py": ("exp(-inf - (-inf)) = NaN",
+                           {"float16 1x1x17x32 causal", "float32 1x1x17x64 causal",
+                            "float32 1x1x100x32 causal"}),
+    "no_barrier_before_reuse.py": ("race: ",
+                                   {"float32 1x1x40x32 large", "float32 1x1x100x32 causal",
+                                    "float16 1x1x100x32"}),
+}
+
+
+@sim_only
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_known_wrong_submission_fails_exactly_its_cases_for_the_stated_reason(name):
+    reason, failing = WRONG[name]
+    rep = graded(name)
+    assert rep.fatal is None, rep.fatal
+    assert not rep.passed
+    assert {c.case for c in rep.cases} == set(PICK)
+    assert {c.case for c in rep.cases if not c.passed} == failing
+    for c in rep.cases:
+        if not c.passed:
+            assert reason in c.error, (c.case, c.error)
+
+
+@sim_only
+def test_scores_in_global_memory_pass_the_cases_and_fail_the_traffic_rule():
+    rep = graded("scores_in_global.py", perf=True)
+    assert all(c.passed for c in rep.cases), [c.error for c in rep.cases if not c.passed]
+    rules = {r.name: r for r in rep.rules}
+    traffic = rules[TRAFFIC]
+    assert not traffic.passed and traffic.measured == pytest.approx(5.0, rel=0.05)
+    # the detail names the N x N array: 128 x 128 float32 scores
+    assert f"{4 * 128 * 128}" in traffic.detail and "no N x N array" in traffic.detail
+    assert rules[BY_KERNELS].passed and not rep.passed
+
+
+def test_every_known_wrong_submission_is_tested():
+    assert {p.name for p in SUBS.glob("*.py")} == set(WRONG) | {"scores_in_global.py"}
+
+
+# -------------------------------------------------------------------- diagnoses (no simulator)
+def _qkv(N, d=32, dtype="float32", kind="normal", seed=3, B=1, H=1):
+    return lab.attention_inputs(np.random.default_rng(seed), B, H, N, d, dtype, kind)
+
+
+def _verdict(Q, K, V, causal, out):
+    spec = lab.FlashAttention()
+    data = CaseData(inputs={"Q": Q, "K": K, "V": V}, outputs={"O": (Q.shape, Q.dtype.name)},
+                    call=["Q", "K", "V", "O", "causal"], scalars={"causal": causal})
+    return spec.check(Case("t", {"causal": causal}, 0), data, {"O": out})
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_golden_and_plain_baseline_pass_zeros_fail(dtype, causal):
+    Q, K, V = _qkv(57, dtype=dtype)
+    ref, _ = attention_golden(Q, K, V, causal)
+    assert _verdict(Q, K, V, causal, ref.astype(dtype)).ok
+    # the baseline itself is within kappa = 2 of its own error
+    assert _verdict(Q, K, V, causal, attention_plain(Q, K, V, causal)).ok
+    bad = _verdict(Q, K, V, causal, np.zeros_like(Q))
+    assert not bad.ok and bad.budget_used > 100
+
+
+def test_float16_accumulation_fails():
+    """A float16 kernel that keeps its running sums in float16 (every partial product and sum
+    rounded to float16) misses the rule: the rule is not so loose that the course's most
+    common float16 mistake passes."""
+    Q, K, V = _qkv(257, d=64, dtype="float16", seed=5)
+    h = np.float16
+    O = np.zeros_like(Q)
+    for i in range(Q.shape[2]):
+        s = np.zeros(257, h)
+        for t in range(64):
+            s = (s + (Q[0, 0, i, t] * K[0, 0, :, t]).astype(h)).astype(h)
+        s = (s * h(1 / 8)).astype(h)
+        p = np.exp((s - s.max()).astype(h)).astype(h)
+        acc, l = np.zeros(64, h), h(0)
+        for j in range(257):
+            l = h(l + p[j])
+            acc = (acc + (p[j] * V[0, 0, j]).astype(h)).astype(h)
+        O[0, 0, i] = (acc / l).astype(h)
+    res = _verdict(Q, K, V, False, O)
+    assert not res.ok
+    assert "float16 rounding" in res.message
+
+
+def test_diagnoses_name_each_mistake_and_only_it():
+    spec = lab.FlashAttention
+    Q, K, V = _qkv(70)
+    ref, _ = attention_golden(Q, K, V, True)
+    bound = lab.rule(Q, K, V, True, ref).bounds(ref)[0]
+    got = {
+        "1/d": spec.diagnose(Q, K, V, True, attention_golden(Q, K, V, True, scale=1 / 32)[0],
+                             bound),
+        "diag": spec.diagnose(Q, K, V, True, attention_golden(Q, K, V, True,
+                                                              causal_offset=-1)[0], bound),
+        "next": spec.diagnose(Q, K, V, True, attention_golden(Q, K, V, True,
+                                                              causal_offset=1)[0], bound),
+        "none": spec.diagnose(Q, K, V, True, attention_golden(Q, K, V, False)[0], bound),
+        "rescale": spec.diagnose(Q, K, V, True, lab.unrescaled(Q, K, V, True, 16), bound),
+        "random": spec.diagnose(Q, K, V, True, np.random.default_rng(0).standard_normal(
+            Q.shape), bound),
+    }
+    assert "scaled by 1/d" in got["1/d"]
+    assert "the diagonal is masked too" in got["diag"]
+    assert "sees the next key" in got["next"]
+    assert "not applied" in got["none"]
+    assert "blocks of 16 rows" in got["rescale"]
+    assert got["random"] is None
+    # the diagonal-excluded mistake leaves row 0 without a key: 0/0 there is still named
+    O = attention_golden(Q, K, V, True, causal_offset=-1)[0]
+    O[..., 0, :] = np.nan
+    assert "the diagonal is masked too" in spec.diagnose(Q, K, V, True, O, bound)
+    Qn, Kn, Vn = _qkv(70)
+    refn, _ = attention_golden(Qn, Kn, Vn, False)
+    bn = lab.rule(Qn, Kn, Vn, False, refn).bounds(refn)[0]
+    assert "causal mask was applied" in spec.diagnose(
+        Qn, Kn, Vn, False, attention_golden(Qn, Kn, Vn, True)[0], bn)
+
+
+def test_unrescaled_equals_attention_with_one_block_and_differs_with_several():
+    Q, K, V = _qkv(40)
+    ref, _ = attention_golden(Q, K, V, False)
+    assert np.allclose(lab.unrescaled(Q, K, V, False, 64), ref, rtol=1e-12, atol=1e-12)
+    assert np.abs(lab.unrescaled(Q, K, V, False, 8) - ref).max() > 0.1
+
+
+def test_nan_and_overflow_hints():
+    Q, K, V = _qkv(40, kind="large")
+    ref, _ = attention_golden(Q, K, V, False)
+    O = ref.copy()
+    O[0, 0, 3] = np.inf
+    res = _verdict(Q, K, V, False, O.astype(np.float32))
+    assert not res.ok and "exp overflows" in res.message
+    Q, K, V = _qkv(40)
+    ref, _ = attention_golden(Q, K, V, True)
+    O = ref.copy()
+    O[0, 0, 30:] = np.nan
+    res = _verdict(Q, K, V, True, O.astype(np.float32))
+    assert not res.ok and "exp(-inf - (-inf)) = NaN" in res.message
+
+
+# -------------------------------------------------------------------------------- cases
+def test_visible_cases_cover_the_issue_sizes_and_options():
+    cases = lab.FlashAttention().cases(HiddenCases())
+    ps = [c.params for c in cases]
+    assert {1, 17, 100, 257} <= {p["N"] for p in ps}
+    assert {p["d"] for p in ps} == {32, 64} and {p["dtype"] for p in ps} == {"float32", "float16"}
+    assert {p["causal"] for p in ps} == {True, False}
+    assert any(p["B"] * p["H"] > 1 for p in ps)
+    assert len({c.name for c in cases}) == len(cases)
+    data = lab.FlashAttention().case_data(cases[1])
+    assert data.args({**data.inputs, "O": None})[4] is True
+    assert data.call == ["Q", "K", "V", "O", "causal"]
+
+
+@pytest.mark.parametrize("bad", [
+    {"N": 0, "d": 32}, {"N": 17, "d": 48}, {"N": 17, "d": 32, "dtype": "float64"},
+    {"N": 17, "d": 32, "causal": "maybe"}, {"N": True, "d": 32}, {"N": 1.5, "d": 32},
+    {"N": 100000, "d": 64}, {"N": 17, "d": 32, "kind": "weird"}, {"B": -1, "N": 3, "d": 32},
+])
+def test_bad_hidden_cases_are_refused_in_plain_words(bad):
+    with pytest.raises(ValueError, match="hidden case"):
+        lab.FlashAttention()._validate(bad)
+
+
+def test_hidden_cases_from_a_seed_and_a_file(tmp_path):
+    spec = lab.FlashAttention()
+    seeded = [c for c in spec.cases(HiddenCases(seed=7)) if c.hidden]
+    assert len(seeded) == 4
+    for c in seeded:
+        assert spec._validate(c.params) == c.params
+    f = tmp_path / "h.json"
+    f.write_text(json.dumps({"seed": 1, "cases": [{"N": "33", "d": 64, "causal": "true"}]}))
+    (c,) = [c for c in spec.cases(HiddenCases.load(f)) if c.hidden]
+    assert c.params == {"B": 1, "H": 1, "N": 33, "d": 64, "dtype": "float32", "causal": True,
+                        "kind": "normal"}
+
+
+# ---------------------------------------------------------------------------- performance
+def test_perf_data_check_refuses_a_different_timed_call():
+    spec = lab.FlashAttention()
+    plan = {"tier": "sim", "B": 1, "H": 1, "N": 8, "d": 32, "dtype": "float16",
+            "causal": False}
+    good = {k: np.zeros((1, 1, 8, 32), np.float16) for k in ("Q", "K", "V", "O")}
+    rc = {"params": spec._params(plan), "scalars": {"causal": False}}
+    assert spec.perf_data_check(plan, rc, good) is None
+    assert "tampered" in spec.perf_data_check(plan, dict(rc, scalars={"causal": True}), good)
+    small = dict(good, O=np.zeros((1, 1, 4, 32), np.float16))
+    assert "not the planned" in spec.perf_data_check(plan, rc, small)
+
+
+@sim_only
+def test_gpu_tier_measurement_runs_on_the_simulator(tmp_path):
+    """The gpu tier's interleaved timing, re-check and rules, exercised on the simulator with
+    a wall clock and a tiny shape (the verdicts are not the point: the path is)."""
+    ns = {}
+    src = (SUBS.parent / "flash_attention" / "no_rescale.py").read_text()
+    exec(compile(src, "no_rescale.py", "exec"), ns)          # wrong on several tiles
+    ok_ns = {}
+    exec(compile((ROOT / "tests" / "submissions" / "flash_attention" /
+                  "causal_next_key.py").read_text(), "next.py", "exec"), ok_ns)
+    spec = lab.FlashAttention()
+    plan = {"tier": "gpu", "B": 1, "H": 2, "N": 9, "d": 32, "dtype": "float16",
+            "causal": False, "rounds": 2}
+    m = spec.measure({"flash_attention": ok_ns["flash_attention"]}, plan, tmp_path,
+                     clock="wall")
+    assert m["tier"] == "gpu" and len(m["speedup"]) == 2
+    rules = spec.perf_rules(m)
+    assert [r.name for r in rules] == ["speedup over the materialised attention",
+                                       "fastest timed call is plausible"]
+    res = recheck(spec, plan, m["recheck"], tmp_path)
+    # not causal: the next-key mistake is invisible, so its timed calls are right
+    assert res.passed, res.error
+    m2 = spec.measure({"flash_attention": ns["flash_attention"]},
+                      dict(plan, N=40), tmp_path, clock="wall")
+    res2 = recheck(spec, dict(plan, N=40), m2["recheck"], tmp_path)
+    assert not res2.passed and "wrong result" in res2.error
