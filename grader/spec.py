@@ -18,6 +18,14 @@ from pathlib import Path
 import numpy as np
 
 
+def whole_number(v) -> int:
+    """An integer case parameter from a hidden-case file: 17 or "17", never True, 1.5 or "1e3".
+    Raises ValueError (or TypeError, OverflowError) otherwise."""
+    if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
+        raise ValueError(v)
+    return int(v)
+
+
 @dataclass(frozen=True)
 class Case:
     """One correctness case: parameters (shapes, dtype …), the seed of its inputs, visibility."""

@@ -19,7 +19,6 @@ import matplotlib
 matplotlib.use("Agg")
 
 import notebook_rules as rules  # noqa: E402
-import pytest  # noqa: E402
 
 from kernellab import summation as S  # noqa: E402
 
@@ -28,14 +27,6 @@ NOTEBOOK = Path(__file__).resolve().parent.parent / "chapters" / "03_reductions_
 PRECISION_CALL = "summation.measure(summation.CHAPTER_NS, seed=summation.CHAPTER_SEED)"
 def cells(kind: str) -> list[str]:
     return rules.cells(NOTEBOOK, kind)
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    import matplotlib.pyplot as plt
-
-    plt.close("all")
 
 
 def test_precision_plot_errors_sit_under_the_bounds_it_draws():

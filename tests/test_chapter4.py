@@ -39,14 +39,6 @@ def cells(kind: str) -> list[str]:
     return rules.cells(NOTEBOOK, kind)
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    import matplotlib.pyplot as plt
-
-    plt.close("all")
-
-
 @pytest.fixture(scope="module")
 def study():
     assert any(STUDY_CALL in src for src in cells("code")), \

@@ -44,14 +44,6 @@ STUDY_CALL = "attention_io.measure(attention_io.CHAPTER_NS, attention_io.CHAPTER
 sim_only = pytest.mark.skipif(kernellab.TIER != "sim", reason="counters exist on the sim tier only")
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    import matplotlib.pyplot as plt
-
-    plt.close("all")
-
-
 @pytest.fixture(scope="module")
 def study():
     assert any(STUDY_CALL in src for src in rules.cells(NOTEBOOK, "code")), \

@@ -20,14 +20,7 @@ from kernellab import plots  # noqa: E402
 pytestmark = pytest.mark.skipif(kernellab.TIER != "sim",
                                 reason="traces exist only on the sim tier")
 
-import matplotlib.pyplot as plt  # noqa: E402
 from numba import cuda, float32  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 # Module-level kernels: the simulator swaps the in-kernel `cuda` module through the kernel's

@@ -19,14 +19,6 @@ BF16 = ml_dtypes.bfloat16
 CHAPTER_NS = (10**3, 10**4, 10**5, 10**6, 10**7)
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    import matplotlib.pyplot as plt
-
-    plt.close("all")
-
-
 @pytest.fixture(scope="module")
 def chapter_rows():
     return S.measure(CHAPTER_NS, seed=0)

@@ -5,6 +5,8 @@ with the two normalisations every sim-tier speed rule uses (see :func:`modelled_
 
 from __future__ import annotations
 
+import numpy as np
+
 from grader.spec import LabSpec, RuleResult
 
 #: The device profile sim-tier rules model on (kernellab.sim.model).
@@ -240,6 +242,19 @@ def coalesced_rule(launches: list[dict], threshold: float, hint: str) -> RuleRes
         f"{32 * (t['global_load_sectors'] + t['global_store_sectors'])}; {hint}")
 
 
+def planned_arrays_problem(arrays: dict, names, shape: tuple, dtype) -> str | None:
+    """None if each of ``names`` in the re-checked timed call's ``arrays`` has the planned
+    ``shape`` and ``dtype``, else what is not, in plain words (a worker whose numpy was
+    tampered with could time something smaller or cheaper)."""
+    for name in names:
+        a = arrays.get(name)
+        if a is None or tuple(a.shape) != tuple(shape) or a.dtype != np.dtype(dtype):
+            got = "missing" if a is None else f"{a.shape} {a.dtype}"
+            return (f"the timed call's {name} is {got}, not the planned {tuple(shape)} "
+                    f"{np.dtype(dtype).name}: was the grading process tampered with?")
+    return None
+
+
 def kernels_gate(name: str, problem: str | None, launches: list[dict], what: str) -> RuleResult:
     """The gate (no points) that the timed call's result came from kernels: ``problem`` is None
     when it did, else why not; ``what`` says what the kernels did when they did."""
@@ -275,6 +290,13 @@ class CudaLab(LabSpec):
         except device.DeviceError as exc:
             return f"this lab runs on the gpu or sim tier, and neither can be used here: {exc}"
         return None
+
+    def perf_rules(self, m: dict) -> list[RuleResult]:
+        """The rules of the tier the measurements ``m`` come from: the subclass's
+        ``_rules_sim(m)`` or ``_rules_gpu(m)``. Raises ValueError for another tier."""
+        if m.get("tier") not in ("sim", "gpu"):
+            raise ValueError(f"measurements of an unknown tier {m.get('tier')!r}")
+        return self._rules_sim(m) if m["tier"] == "sim" else self._rules_gpu(m)
 
     # ------------------------------------------------- how the result was produced (sim)
     def call_probe(self):

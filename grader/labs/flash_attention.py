@@ -84,11 +84,12 @@ from pathlib import Path
 import numpy as np
 
 from grader.labs._cuda import (
-    PROFILE, CudaLab, fmt_seconds, kernels_gate, launch_dict, modelled_seconds, slice_digests,
-    total_counters, traffic_summary, with_atomic_reads, work_problem,
+    PROFILE, CudaLab, fmt_seconds, kernels_gate, launch_dict, modelled_seconds,
+    planned_arrays_problem, slice_digests, total_counters, traffic_summary, with_atomic_reads,
+    work_problem,
 )
 from grader.labs._gemm import case_seed
-from grader.spec import Case, CaseData, HiddenCases, RuleResult
+from grader.spec import Case, CaseData, HiddenCases, RuleResult, whole_number
 from kernellab.numerics import compare, flash_attention_rule
 from reference_kernels.attention import attention_golden, fused_rounding_bound, plain_error
 
@@ -238,11 +239,6 @@ class FlashAttention(CudaLab):
 
     @staticmethod
     def _validate(p: dict) -> dict:
-        def whole(v) -> int:        # 17 or "17", never True, 1.5 or "1e3"
-            if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
-                raise ValueError(v)
-            return int(v)
-
         def flag(v) -> bool:
             if isinstance(v, bool):
                 return v
@@ -251,7 +247,7 @@ class FlashAttention(CudaLab):
             raise ValueError(v)
 
         try:
-            B, H, N, d = (whole(p.get(k, 1)) for k in ("B", "H", "N", "d"))
+            B, H, N, d = (whole_number(p.get(k, 1)) for k in ("B", "H", "N", "d"))
             dt = str(p.get("dtype", "float32"))
             causal = flag(p.get("causal", False))
             kind = str(p.get("kind", "normal"))
@@ -510,18 +506,7 @@ class FlashAttention(CudaLab):
         if recheck.get("params") != want or recheck.get("scalars") != {"causal": want["causal"]}:
             return (f"the timed call was not the planned {want!r} ({recheck.get('params')!r}): "
                     "was the grading process tampered with?")
-        for name in ("Q", "K", "V", "O"):
-            a = arrays.get(name)
-            if a is None or a.shape != shape or a.dtype != np.dtype(want["dtype"]):
-                got = "missing" if a is None else f"{a.shape} {a.dtype}"
-                return (f"the timed call's {name} is {got}, not the planned {shape} "
-                        f"{want['dtype']}: was the grading process tampered with?")
-        return None
-
-    def perf_rules(self, m: dict) -> list[RuleResult]:
-        if m.get("tier") not in ("sim", "gpu"):
-            raise ValueError(f"measurements of an unknown tier {m.get('tier')!r}")
-        return self._rules_sim(m) if m["tier"] == "sim" else self._rules_gpu(m)
+        return planned_arrays_problem(arrays, ("Q", "K", "V", "O"), shape, want["dtype"])
 
     def _rules_sim(self, m: dict) -> list[RuleResult]:
         B, H, N, d = (int(x) for x in m["shape"])

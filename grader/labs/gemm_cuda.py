@@ -89,7 +89,7 @@ import numpy as np
 
 from grader.labs._cuda import (
     PROFILE, CudaLab, coalesced_fraction, coalesced_rule, fmt_seconds, kernels_gate, launch_dict,
-    modelled_seconds, total_counters, traffic_summary, unchecked_problem,
+    modelled_seconds, planned_arrays_problem, total_counters, traffic_summary, unchecked_problem,
 )
 from grader.labs._gemm import case_seed, gemm_case_data, gemm_check, probably_correct
 from grader.spec import Case, CaseData, HiddenCases, RuleResult
@@ -340,18 +340,7 @@ class GemmCUDA(CudaLab):
         if recheck.get("params") != {"M": n, "N": n, "K": n, "dtype": DTYPE}:
             return (f"the timed call was not the planned M=N=K={n} {DTYPE} "
                     f"({recheck.get('params')!r}): was the grading process tampered with?")
-        for name in ("A", "B", "C"):
-            a = arrays.get(name)
-            if a is None or a.shape != (n, n) or a.dtype != np.dtype(DTYPE):
-                got = "missing" if a is None else f"{a.shape} {a.dtype}"
-                return (f"the timed call's {name} is {got}, not the planned ({n}, {n}) "
-                        f"{DTYPE}: was the grading process tampered with?")
-        return None
-
-    def perf_rules(self, m: dict) -> list[RuleResult]:
-        if m.get("tier") not in ("sim", "gpu"):
-            raise ValueError(f"measurements of an unknown tier {m.get('tier')!r}")
-        return self._rules_sim(m) if m["tier"] == "sim" else self._rules_gpu(m)
+        return planned_arrays_problem(arrays, ("A", "B", "C"), (n, n), DTYPE)
 
     def _rules_sim(self, m: dict) -> list[RuleResult]:
         n = int(m["n"])

@@ -83,10 +83,11 @@ import numpy as np
 
 from grader.labs._cuda import (
     PROFILE, CudaLab, coalesced_rule, fmt_seconds, kernels_gate, launch_dict, modelled_seconds,
-    slice_digests, total_counters, traffic_summary, with_atomic_reads, work_problem,
+    planned_arrays_problem, slice_digests, total_counters, traffic_summary, with_atomic_reads,
+    work_problem,
 )
 from grader.labs._gemm import case_seed
-from grader.spec import Case, CaseData, HiddenCases, RuleResult
+from grader.spec import Case, CaseData, HiddenCases, RuleResult, whole_number
 from kernellab.numerics import KAware, RowSoftmax, compare
 from reference_kernels.reductions import row_sum_golden, softmax_golden, softmax_shift
 
@@ -217,14 +218,9 @@ class SoftmaxCUDA(CudaLab):
 
     @staticmethod
     def _validate(p: dict) -> dict:
-        def whole(v) -> int:        # 300 or "300", never True, 1.5 or "1e3"
-            if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
-                raise ValueError(v)
-            return int(v)
-
         try:
             fn = str(p["fn"])
-            m, n = whole(p["M"]), whole(p["N"])
+            m, n = whole_number(p["M"]), whole_number(p["N"])
             dt = str(p.get("dtype", "float32"))
             kind = str(p.get("kind", "normal"))
         except (KeyError, TypeError, ValueError, OverflowError):
@@ -433,18 +429,7 @@ class SoftmaxCUDA(CudaLab):
         if recheck.get("params") != want:
             return (f"the timed call was not the planned {M} x {N} float32 softmax "
                     f"({recheck.get('params')!r}): was the grading process tampered with?")
-        for name in ("X", "Y"):
-            a = arrays.get(name)
-            if a is None or a.shape != (M, N) or a.dtype != np.float32:
-                got = "missing" if a is None else f"{a.shape} {a.dtype}"
-                return (f"the timed call's {name} is {got}, not the planned ({M}, {N}) float32: "
-                        "was the grading process tampered with?")
-        return None
-
-    def perf_rules(self, m: dict) -> list[RuleResult]:
-        if m.get("tier") not in ("sim", "gpu"):
-            raise ValueError(f"measurements of an unknown tier {m.get('tier')!r}")
-        return self._rules_sim(m) if m["tier"] == "sim" else self._rules_gpu(m)
+        return planned_arrays_problem(arrays, ("X", "Y"), (M, N), "float32")
 
     def _rules_sim(self, m: dict) -> list[RuleResult]:
         from kernellab.sim import model
