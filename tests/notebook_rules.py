@@ -68,3 +68,13 @@ def quoted_figures(notebook: Path, patterns=(MEASURED,)) -> list[tuple[int, str]
     """(markdown cell index, text) of every measured figure the prose quotes."""
     return [(i, m.group(0)) for i, src in enumerate(cells(notebook, "markdown"))
             for rx in patterns for m in rx.finditer(src)]
+
+
+def control_characters(notebook: Path) -> list[tuple[int, str]]:
+    """(cell index, repr of the character) of every control character but the newline in a
+    cell's source (tabs included: the notebooks indent with spaces): what a LaTeX ``\\b...``
+    or ``\\t...`` written through a non-raw Python string leaves behind (a backspace, a
+    tab), which no renderer shows."""
+    nb = json.loads(Path(notebook).read_text())
+    return [(i, repr(ch)) for i, c in enumerate(nb["cells"]) for ch in "".join(c["source"])
+            if ord(ch) < 32 and ch != "\n"]
