@@ -130,7 +130,7 @@ def check_lab(spec, solution: Path, *, simulate: bool, tmp: Path, say) -> dict:
         arrays = {k: v.copy() for k, v in data.inputs.items()}
         arrays.update(data.allocate_outputs())
         try:
-            with spec.call_probe() as info:
+            with spec.call_probe(arrays) as info:
                 namespace[spec.case_function(case)](*data.args(arrays))
             r = {"ok": True, "arrays": arrays, "info": info}
         except Exception as exc:  # noqa: BLE001 - reported, not raised

@@ -49,7 +49,7 @@ def check(lab_id: str, fn, *, function: str | None = None, limit: int | None = N
         arrays = {k: v.copy() for k, v in data.inputs.items()}
         arrays.update(data.allocate_outputs())
         try:
-            with spec.call_probe() as info:  # a GPU lab: the kernel launches it saw
+            with spec.call_probe(arrays) as info:  # a GPU lab: the kernel launches it saw
                 ret = fn(*data.args(arrays))
             wrong = data.take_returned(ret, arrays)
             r = ({"ok": False, "error": wrong} if wrong else

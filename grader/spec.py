@@ -214,10 +214,12 @@ class LabSpec:
         (e.g. the gpu tier forced without a GPU), in plain words; None when it can."""
         return None
 
-    def call_probe(self):
+    def call_probe(self, arrays=None):
         """Worker side: a context manager around each correctness call, yielding a dict the
         lab fills with what it observed during the call (JSON-serialisable; sent back with the
-        reply as ``info``). The base class observes nothing."""
+        reply as ``info``). ``arrays``: the call's inputs and outputs by name (the probe may
+        add arrays of its own, sent back with the outputs). The base class observes
+        nothing."""
         return contextlib.nullcontext({})
 
     def check_call(self, case: Case, data: CaseData, info: dict | None) -> str | None:

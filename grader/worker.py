@@ -233,7 +233,7 @@ def main(argv: list[str]) -> int:
                                             in req["outputs"].items()}, []).allocate_outputs())
                 scalars = req.get("scalars") or {}
                 args = [arrays[n] if n in arrays else scalars[n] for n in req["call"]]
-                with spec.call_probe() as info:  # e.g. the GPU labs' kernel launches
+                with spec.call_probe(arrays) as info:  # e.g. the GPU labs' kernel launches
                     t0 = time.perf_counter()
                     ret = fn(*args)
                     dt_s = time.perf_counter() - t0

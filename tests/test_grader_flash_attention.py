@@ -116,6 +116,8 @@ WRONG = {
     "no_barrier_before_reuse.py": ("race: ",
                                    {"float32 1x1x40x32 large", "float32 1x1x100x32 causal",
                                     "float16 1x1x100x32"}),
+    # numpy on the host, copied in by a kernel that reads Q, K and V: the replay catches it
+    "host_result_copied.py": ("did not compute the new attention", set(PICK)),
 }
 
 
@@ -145,8 +147,32 @@ def test_scores_in_global_memory_pass_the_cases_and_fail_the_traffic_rule():
     assert rules[BY_KERNELS].passed and not rep.passed
 
 
+@sim_only
+def test_host_computed_timed_call_fails_the_replayed_re_check():
+    rep = grade("flash-attention", SUBS / "host_in_timed_call.py",
+                only=lambda c: c.name == "float32 1x1x17x32")
+    assert [c.passed for c in rep.cases] == [True]          # the kernel path, for numpy
+    assert not rep.recheck.passed and not rep.passed
+    assert "the timed call's kernels and copies" in rep.recheck.error
+    assert "did not compute the new attention" in rep.recheck.error
+
+
+#: correct designs other than the reference's, and how they pass the replay
+OK = ROOT / "tests" / "submissions" / "flash_attention_ok"
+
+
+@sim_only
+@pytest.mark.parametrize("name", ["explicit_copies.py", "per_block_views.py"])
+def test_correct_designs_pass_the_replay(name):
+    rep = grade("flash-attention", OK / name, run_performance=False,
+                only=lambda c: c.name in PICK or c.name == "float32 2x3x17x32 causal")
+    assert rep.fatal is None and len(rep.cases) == len(PICK) + 1
+    assert all(c.passed for c in rep.cases), [(c.case, c.error) for c in rep.cases]
+
+
 def test_every_known_wrong_submission_is_tested():
-    assert {p.name for p in SUBS.glob("*.py")} == set(WRONG) | {"scores_in_global.py"}
+    assert {p.name for p in SUBS.glob("*.py")} == set(WRONG) | {"scores_in_global.py",
+                                                                "host_in_timed_call.py"}
 
 
 # -------------------------------------------------------------------- diagnoses (no simulator)
@@ -228,6 +254,28 @@ def test_diagnoses_name_each_mistake_and_only_it():
     bn = lab.rule(Qn, Kn, Vn, False, refn).bounds(refn)[0]
     assert "causal mask was applied" in spec.diagnose(
         Qn, Kn, Vn, False, attention_golden(Qn, Kn, Vn, True)[0], bn)
+    # never divided by l: each row of O times its sum of exp(s - m)
+    O, lse = attention_golden(Qn, Kn, Vn, False)
+    S = np.matmul(Qn.astype(np.float64), np.swapaxes(Kn.astype(np.float64), -1, -2)) / 32 ** 0.5
+    assert "never divided by the row sum" in spec.diagnose(
+        Qn, Kn, Vn, False, O * np.exp(lse - S.max(axis=-1))[..., None], bn)
+    # a tail tile of 32 keys zero-filled and not masked: 26 keys of score 0 and value 0
+    pad = np.zeros((1, 1, 26, 32))
+    Kp, Vp = (np.concatenate([x.astype(np.float64), pad], axis=2) for x in (Kn, Vn))
+    Sp = np.matmul(Qn.astype(np.float64), np.swapaxes(Kp, -1, -2)) / 32 ** 0.5
+    Pp = np.exp(Sp - Sp.max(axis=-1, keepdims=True))
+    Op = np.matmul(Pp / Pp.sum(axis=-1, keepdims=True), Vp)
+    assert "26 key(s) past N" in spec.diagnose(Qn, Kn, Vn, False, Op, bn)
+
+
+def test_float16_hint_only_for_float16_sized_errors():
+    Q, K, V = _qkv(40, dtype="float16")
+    ref, _ = attention_golden(Q, K, V, False)
+    gross = _verdict(Q, K, V, False, (ref + 1.0).astype(np.float16))
+    assert not gross.ok and "float16 rounding" not in gross.message
+    u = 2.0 ** -11
+    small = _verdict(Q, K, V, False, (ref * (1 + 8 * u)).astype(np.float16))
+    assert not small.ok and "float16 rounding" in small.message
 
 
 def test_unrescaled_equals_attention_with_one_block_and_differs_with_several():
@@ -270,6 +318,8 @@ def test_visible_cases_cover_the_issue_sizes_and_options():
     {"N": 0, "d": 32}, {"N": 17, "d": 48}, {"N": 17, "d": 32, "dtype": "float64"},
     {"N": 17, "d": 32, "causal": "maybe"}, {"N": True, "d": 32}, {"N": 1.5, "d": 32},
     {"N": 100000, "d": 64}, {"N": 17, "d": 32, "kind": "weird"}, {"B": -1, "N": 3, "d": 32},
+    {"N": 17, "d": 32, "causal": 1.0}, {"N": 17, "d": 32, "causal": "yes"},
+    {"B": 65536, "N": 1, "d": 32}, {"B": 16384, "H": 2, "N": 2, "d": 32},
 ])
 def test_bad_hidden_cases_are_refused_in_plain_words(bad):
     with pytest.raises(ValueError, match="hidden case"):
@@ -290,16 +340,25 @@ def test_hidden_cases_from_a_seed_and_a_file(tmp_path):
 
 
 # ---------------------------------------------------------------------------- performance
-def test_perf_data_check_refuses_a_different_timed_call():
+def test_perf_data_check_refuses_a_different_timed_call_and_a_failed_replay():
     spec = lab.FlashAttention()
     plan = {"tier": "sim", "B": 1, "H": 1, "N": 8, "d": 32, "dtype": "float16",
             "causal": False}
     good = {k: np.zeros((1, 1, 8, 32), np.float16) for k in ("Q", "K", "V", "O")}
-    rc = {"params": spec._params(plan), "scalars": {"causal": False}}
+    Q, K, V = _qkv(8, dtype="float16")
+    slots = np.full((lab.REPLAY_SLOTS, 1, 1, 8, 32), np.nan, np.float16)
+    slots[1] = attention_golden(Q, K, V, False)[0]           # found in a later slot
+    good.update(replay_Q=Q, replay_K=K, replay_V=V, replay_O=slots)
+    rc = {"params": spec._params(plan), "scalars": {"causal": False}, "replay_error": None}
     assert spec.perf_data_check(plan, rc, good) is None
     assert "tampered" in spec.perf_data_check(plan, dict(rc, scalars={"causal": True}), good)
     small = dict(good, O=np.zeros((1, 1, 4, 32), np.float16))
     assert "not the planned" in spec.perf_data_check(plan, rc, small)
+    assert "replay is missing" in spec.perf_data_check(
+        plan, rc, {k: v for k, v in good.items() if k != "replay_O"})
+    stale = dict(good, replay_O=np.where(np.isnan(slots), slots, slots + 1).astype(np.float16))
+    assert "did not compute the new attention" in spec.perf_data_check(plan, rc, stale)
+    assert "raised" in spec.perf_data_check(plan, dict(rc, replay_error="it raised"), good)
 
 
 @sim_only

@@ -2138,3 +2138,46 @@ def test_dp4a_gpu_code_zero_extends_uint8_operands(ptx_cache):
     out = np.zeros(32, np.int32)
     run(k_dp4a_narrow, 1, 32, a, b, c, out)
     np.testing.assert_array_equal(out, a.astype(np.int64) * b.astype(np.int64) + c)
+
+
+# ---------------------------------------------------------------------------------- replay
+@cuda.jit
+def _twice(x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        y[i] = 2 * x[i]
+
+
+def test_replay_repeats_launches_and_copies_from_what_the_sources_hold_now():
+    """sim.replay: launches (numpy arguments copied again, device arrays as they are) and
+    host-device copies (cuda.to_device, copy_to_device, copy_to_host) are repeated in order;
+    host code between them is not."""
+    x = np.arange(5, dtype=np.float32)
+    out = np.zeros(5, np.float32)
+    host = np.zeros(5, np.float32)
+
+    def f():
+        dx = cuda.to_device(x)
+        dy = cuda.device_array(5, np.float32)
+        _twice[1, 32](dx, dy)
+        got = dy.copy_to_host()
+        out[...] = got + 1                       # host code: not repeated
+        dz = cuda.device_array(5, np.float32)
+        dz.copy_to_device(host)
+        _twice[1, 32](x, out)                    # numpy arguments: copied again
+        return got
+
+    with sim.capture(record=True) as cap:
+        got = f()
+    assert len(cap.recorded) == 5
+    assert np.array_equal(got, 2 * np.arange(5)) and np.array_equal(out, 2 * np.arange(5))
+    x[:] = 10
+    host[:] = 7
+    out[:] = -1
+    sim.replay(cap.recorded)
+    assert np.array_equal(got, np.full(5, 20))   # to_device, launch, copy_to_host again
+    assert np.array_equal(out, np.full(5, 20))   # the numpy launch again, from x as it is now
+    assert np.array_equal(cap.recorded[3].dest._ary, np.full(5, 7))   # copy_to_device again
+    with sim.capture() as plain:
+        f()
+    assert plain.recorded == []                  # recording is asked for

@@ -242,6 +242,49 @@ def coalesced_rule(launches: list[dict], threshold: float, hint: str) -> RuleRes
         f"{32 * (t['global_load_sectors'] + t['global_store_sectors'])}; {hint}")
 
 
+#: candidates a replay sends back for an output (:func:`replay_candidates`)
+REPLAY_SLOTS = 6
+
+
+def replay_candidates(recorded, output, inputs=()) -> np.ndarray:
+    """(REPLAY_SLOTS, *output.shape) array of ``output``'s dtype, NaN-filled: where a replayed
+    call's result may be -- ``output`` itself, then every floating-point array of its size a
+    replayed launch or copy used (a device output, the host array a ``copy_to_host``
+    returned: the host's own ``O[...] = ...`` is not replayed), in order, each reshaped to
+    ``output``'s shape -- leaving out the ``inputs`` (the refilled arrays, host or device
+    buffers), their views and the device copies made of them (for some inputs an input *is*
+    the answer: attention over one key is V). Only kernels and copies ran in the replay, so
+    a slot that holds the right answer for the new inputs was computed on the device."""
+    shape = np.shape(output)
+    out = np.full((REPLAY_SLOTS, *shape), np.nan, dtype=np.asarray(output).dtype)
+    inputs = [np.asarray(getattr(a, "_ary", a)) for a in inputs]
+
+    def buf(a):
+        return np.asarray(getattr(a, "_ary", a))
+
+    def is_input(a):
+        return any(np.may_share_memory(a, x) for x in inputs)
+
+    slots = [np.asarray(output)]
+    for op in recorded:
+        source = getattr(op, "source", None)
+        if source is not None and is_input(buf(source)):
+            inputs.append(buf(op.dest))         # a copy of an input is an input
+        for a in getattr(op, "arrays", lambda: [])():
+            slots.append(buf(a))
+    seen, i = set(), 0
+    for k, a in enumerate(slots):
+        if i == REPLAY_SLOTS:
+            break
+        if (id(a) in seen or a.size != out[0].size or a.dtype.kind != "f"
+                or (k > 0 and is_input(a))):
+            continue
+        seen.add(id(a))
+        out[i] = a.reshape(shape)
+        i += 1
+    return out
+
+
 def planned_arrays_problem(arrays: dict, names, shape: tuple, dtype) -> str | None:
     """None if each of ``names`` in the re-checked timed call's ``arrays`` has the planned
     ``shape`` and ``dtype``, else what is not, in plain words (a worker whose numpy was
@@ -298,10 +341,16 @@ class CudaLab(LabSpec):
             raise ValueError(f"measurements of an unknown tier {m.get('tier')!r}")
         return self._rules_sim(m) if m["tier"] == "sim" else self._rules_gpu(m)
 
+    #: inputs the sim-tier probe refills with new values to replay a correctness call's launches
+    #: (:meth:`replay`), and the outputs it then collects; empty: no replay
+    replay_inputs: tuple = ()
+    replay_outputs: tuple = ()
+
     # ------------------------------------------------- how the result was produced (sim)
-    def call_probe(self):
-        """Sim tier: capture the call's launches; fills ``{"tier": "sim", "launches": [...]}``.
-        GPU tier: ``{"tier": "gpu"}`` (no counters on a GPU)."""
+    def call_probe(self, arrays=None):
+        """Sim tier: capture the call's launches; fills ``{"tier": "sim", "launches": [...]}``,
+        and with :attr:`replay_inputs` and the call's ``arrays`` replays them on new inputs
+        (:meth:`replay`). GPU tier: ``{"tier": "gpu"}`` (no counters on a GPU)."""
         import contextlib
 
         from kernellab import device
@@ -315,12 +364,62 @@ class CudaLab(LabSpec):
             from kernellab import sim
 
             opts = sim.options()
-            with sim.capture() as cap:
+            record = bool(self.replay_inputs) and arrays is not None
+            with sim.capture(record=record) as cap:
                 yield info
             # the grader's worker always counts; a notebook with the stock executor or
             # KERNELLAB_SIM_CHECKS=fast does not, and then nothing is checked
             if opts.get("executor") == "kernellab" and opts.get("checks") == "full":
                 info["launches"] = [launch_dict(s) for s in cap.launches]
                 info["unchecked"] = list(cap.unchecked)
+                if record and cap.recorded:
+                    why = self.replay(cap.recorded, arrays, self.replay_inputs,
+                                      self.replay_outputs)
+                    if why:
+                        info["replay_error"] = why
+                    else:
+                        info["replayed"] = True
         return probe()
+
+    @staticmethod
+    def replay(recorded, arrays: dict, inputs, outputs) -> str | None:
+        """Worker side: repeat the call's launches and host-device copies
+        (:func:`kernellab.sim.replay`) with each of ``inputs`` in ``arrays`` refilled with new
+        values (normal, with the original's mean and spread, seeded by its content) and each
+        of ``outputs`` with NaN; store the inputs as ``arrays["replay_" + name]`` and, for each
+        output, :data:`REPLAY_SLOTS` candidates for the replayed result
+        (:func:`replay_candidates`) as ``arrays["replay_" + name]``; restore the originals.
+        The kernels of a call that computes its result on the device recompute it from the new
+        inputs; a result computed on the host -- brought in through an argument, a scalar, a
+        closure or a copy -- stays what it was, since no host code runs again. Returns None,
+        or what went wrong in plain words."""
+        from kernellab import sim
+
+        saved = {k: arrays[k].copy() for k in (*inputs, *outputs)}
+        try:
+            for k in inputs:
+                a = arrays[k]
+                rng = np.random.default_rng(int(sim.content_digest(a)[:15], 16))
+                x = saved[k].astype(np.float64)
+                fresh = x.mean() + (x.std() or 1.0) * rng.standard_normal(a.shape)
+                np.copyto(a, fresh.astype(a.dtype))
+            for k in outputs:
+                arrays[k].fill(np.nan)
+            try:
+                # checked once already: no hazard checks or GPU compile the second time
+                with sim.capture(checks="fast", gpu_compile=False):
+                    sim.replay(recorded)
+            except Exception as exc:  # noqa: BLE001 - reported in words
+                return (f"the call's launches, replayed on new inputs, raised "
+                        f"{type(exc).__name__}: {exc}")
+            replayed = {k: arrays[k].copy() for k in inputs}
+            for k in outputs:
+                replayed[k] = replay_candidates(recorded, arrays[k],
+                                                [arrays[j] for j in inputs])
+            for k, v in replayed.items():
+                arrays["replay_" + k] = v
+        finally:
+            for k, v in saved.items():
+                np.copyto(arrays[k], v)
+        return None
 

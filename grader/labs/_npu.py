@@ -268,7 +268,7 @@ class NPULab(LabSpec):
         self._last = None
 
     # ------------------------------------------------- how the result was produced
-    def call_probe(self):
+    def call_probe(self, arrays=None):
         """Capture the call's launches on the full card; fills ``{"tier": "npu", "launches":
         [...], "arrays": [...]}`` (:func:`capture_dict`)."""
 

@@ -29,22 +29,29 @@ the issue's rule nearly as it stands. The reference solution uses up to about 15
 float16 budget and 3% of the float32 one (``R`` is a worst-case, c sqrt(d) bound).
 
 When a case fails, the grader looks for the known mistakes and names the one the output matches
-(each checked against the same rule): scores scaled by 1/d instead of 1/sqrt(d); a causal mask
-off by one (the diagonal masked, or the next key let in) or not applied (or applied to a
+(each checked against the same rule): scores scaled by 1/d instead of 1/sqrt(d); the output never
+divided by the row sum; keys past N in a zero-filled tail tile counted with score 0; a causal
+mask off by one (the diagonal masked, or the next key let in) or not applied (or applied to a
 non-causal call); the running output not rescaled by exp(m_old - m_new) when a row's running
 max grows (FlashAttention's loop simulated for K/V blocks of 1 to 256 rows); NaN from a row
 whose every key in a block is masked (exp(-inf - (-inf))); inf or NaN from exp overflowing
-on large scores; float16 accumulation.
+on large scores; float16 accumulation (errors within 20 budgets).
 
 Cases: N in 1, 17, 33, 40, 100, 257; d 32 and 64; float32 and float16; causal on and off;
 B x H up to 2 x 3; a case with scores of several hundred (Q and K scaled by 10: exp overflows
 unless the running max is subtracted). On the ``sim`` tier every case also runs the simulator's
 checks (race detector: a missing barrier before the next K/V tile overwrites shared memory
 fails there; out-of-bounds accesses, reads of unwritten shared memory, divergent barriers, the
-GPU compile), and the result must come from kernels (:func:`grader.labs._cuda.work_problem`):
-every launch on the sim tier's executor and reading arrays only from its arguments, every byte
-of Q, K and V read from arguments holding them, as many distinct elements of global memory
-stored to as O has.
+GPU compile), and the result must come from kernels: every launch on the sim tier's executor
+and reading arrays only from its arguments, as many distinct elements of global memory stored
+to as O has (:func:`grader.labs._cuda.work_problem`), and **the replay**: the call's launches
+and host-device copies are run again, exactly as recorded, on new Q, K and V
+(:meth:`grader.labs._cuda.CudaLab.replay`, :func:`kernellab.sim.replay`), and one of the
+arrays they wrote must then hold the new attention by the same rule. No host code runs in the
+replay, so a result computed on the host -- copied in through an argument, scalars, a closure
+or an ``@njit`` function, written over O, or prepared from a host-side copy of the inputs --
+stays what it was and fails, while a kernel that reads Q, K, V (or views or device copies of
+them) recomputes. The timed call is replayed the same way.
 
 Performance, ``sim`` tier (deterministic; :mod:`kernellab.sim.model`, profile a100): one
 call on ``PERF_SHAPE`` (float16, not causal) with device arrays, against chapter 5's
@@ -61,7 +68,8 @@ row softmax in place, P V):
   the launches' modelled times, each grid counted as filling the GPU, launch overhead
   excluded (grader/labs/_cuda.py). Chapter 5's v2 models at about 2.5x (shared-memory bound).
 * a gate: the timed call's O came from kernels (every element stored by a launch, Q, K and V
-  read in full).
+  read in full, the final O what a launch stored), and its launches, replayed on new Q, K, V,
+  compute their attention (the re-check).
 
 Performance, ``gpu`` tier (CUDA events, :func:`kernellab.timing.interleaved`): ``GPU_SHAPE``
 float16, fresh inputs every call, interleaved with the materialised attention and a
@@ -71,7 +79,9 @@ attention >= ``MIN_GPU_SPEEDUP`` (median of per-round ratios); a gate: the compu
 moved no faster than ``PLAUSIBLE_VS_COPY`` x the copy's bandwidth. Provisional until
 ``make gpu-check`` has measured the course's GPU.
 
-Known limits: the traffic rule counts DRAM bytes, so a split-K (FlashDecoding) design that
+Known limits: a design that converts or rearranges the inputs on the host before launching
+(``Q.astype(np.float32)``) fails the replay -- the lab asks for the widening in the kernel; the
+traffic rule counts DRAM bytes, so a split-K (FlashDecoding) design that
 writes float32 partial outputs for a later reduction can exceed it at the timed shape; the
 rules see what kernels read and stored, not what they computed; the causal block skipping is
 taught and counted in chapter 5 but not graded (the timed call is not causal).
@@ -84,8 +94,8 @@ from pathlib import Path
 import numpy as np
 
 from grader.labs._cuda import (
-    PROFILE, CudaLab, fmt_seconds, kernels_gate, launch_dict, modelled_seconds,
-    planned_arrays_problem, slice_digests, total_counters, traffic_summary, with_atomic_reads,
+    PROFILE, REPLAY_SLOTS, CudaLab, fmt_seconds, kernels_gate, launch_dict, modelled_seconds,
+    planned_arrays_problem, replay_candidates, total_counters, traffic_summary, with_atomic_reads,
     work_problem,
 )
 from grader.labs._gemm import case_seed
@@ -120,10 +130,15 @@ LARGE_SCALE = 10.0
 #: cap on B H N^2 d of a hidden case (the simulator runs every thread: N = 256, d = 64 takes
 #: tens of seconds)
 MAX_HIDDEN_WORK = 1 << 22
+#: cap on B H of a hidden case (every (b, h) is at least one thread block the simulator runs)
+MAX_HIDDEN_HEADS = 64
 #: the K/V block sizes the no-rescale diagnosis simulates
 DIAGNOSIS_BLOCKS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256)
 #: an alternative explanation matches when the output is within this many budgets of it
 MATCH_BUDGETS = 4.0
+#: the float16-accumulation hint is given for errors up to this many budgets (a float16 sum of
+#: 257 terms uses about 2; an error of the outputs' own size, thousands)
+FLOAT16_HINT_BUDGETS = 20.0
 
 PERF_SHAPE = (1, 1, 128, 32)        # B, H, N, d; float16, not causal
 PERF_DTYPE = "float16"
@@ -179,10 +194,40 @@ def rule(Q, K, V, causal: bool, ref):
                                 rounding=fused_rounding_bound(Q, K, V, causal))
 
 
-def _matches(out: np.ndarray, alt: np.ndarray, bound, masked_rows=None) -> bool:
+def replay_problem(replayed: dict, causal: bool, what: str = "the call") -> str | None:
+    """Grader side: None if the replayed launches and copies
+    (:meth:`grader.labs._cuda.CudaLab.replay`) computed attention of the new Q, K, V by the
+    lab's rule in one of the candidate arrays (``replayed``: the new Q, K, V and ``O`` of
+    shape (REPLAY_SLOTS, B, H, N, d)), else why not, in plain words."""
+    Q, K, V = (replayed[k] for k in ("Q", "K", "V"))
+    ref, _ = attention_golden(Q, K, V, causal)
+    policy = rule(Q, K, V, causal, ref)
+    first = None
+    for cand in replayed["O"]:
+        if np.isnan(cand).all() and first is not None:
+            break
+        cmp = compare(cand, ref, policy, tile=None)
+        if cmp.ok:
+            return None
+        first = first or cmp
+    return (f"{what}'s kernels and copies, run again exactly as it ran them but on new "
+            "Q, K and V, did not compute the new attention (in O: " + first.message.split(";")[0]
+            + "): the result must be computed by the kernels from Q, K and V -- not on the "
+            "host, and not from arrays, scalars or closures prepared on the host (pass Q, K "
+            "and V themselves, or device copies of them, to the kernels)")
+
+
+def _matches(out: np.ndarray, alt: np.ndarray, bound, ref, masked_rows=None) -> bool:
     """True if ``out`` is within MATCH_BUDGETS x ``bound`` of the alternative ``alt``, with
     non-finite values allowed only in ``masked_rows`` (bool (B, H, N): rows the alternative
-    leaves without a key, whose 0/0 a kernel may write as NaN)."""
+    leaves without a key, whose 0/0 a kernel may write as NaN), and the alternative is told
+    apart from the reference ``ref`` (off by more than 2 MATCH_BUDGETS budgets somewhere:
+    an alternative that differs by less, say one extra key among 257, names nothing)."""
+    bound_full = np.broadcast_to(np.asarray(bound, np.float64), np.shape(out))
+    with np.errstate(invalid="ignore"):
+        apart = np.abs(np.asarray(alt, np.float64) - ref) > 2 * MATCH_BUDGETS * bound_full
+    if not np.any(apart | (np.isfinite(alt) != np.isfinite(ref))):
+        return False
     out = np.asarray(out, np.float64)
     bad = ~np.isfinite(out)
     if bad.any():
@@ -204,9 +249,11 @@ class FlashAttention(CudaLab):
         "attention_golden", "attention_plain", "plain_error", "attention_v1",
         "attention_v1_lse", "attention_v2", "attention_v2_lse", "flash_kernel",
         "flash_attention_cpu", "LADDER", "LADDER_LSE", "cupy"})
-    case_timeout_s = 90.0
+    case_timeout_s = 180.0          # a case runs twice on the sim tier (the replay)
     first_call_timeout_s = 120.0    # the first launch compiles the kernel for a GPU (PTX)
     perf_timeout_s = 300.0
+    replay_inputs = ("Q", "K", "V")
+    replay_outputs = ("O",)
 
     # ------------------------------------------------------------------------- cases
     @staticmethod
@@ -229,8 +276,10 @@ class FlashAttention(CudaLab):
             rng = np.random.default_rng(hidden.seed)
             for i in range(4):
                 d = HEAD_DIMS[i % 2]
-                N = int(rng.integers(1, 200))
-                p = {"B": 1, "H": int(rng.integers(1, 3)), "N": N, "d": d,
+                H = int(rng.integers(1, 3))
+                n_max = min(200, int((MAX_HIDDEN_WORK / (H * d)) ** 0.5))
+                N = int(rng.integers(1, n_max + 1))
+                p = {"B": 1, "H": H, "N": N, "d": d,
                      "dtype": DTYPES[(i // 2) % 2], "causal": bool(rng.integers(0, 2)),
                      "kind": "normal"}
                 name = f"hidden{i} {self._name(p)}"
@@ -239,11 +288,13 @@ class FlashAttention(CudaLab):
 
     @staticmethod
     def _validate(p: dict) -> dict:
-        def flag(v) -> bool:
+        def flag(v) -> bool:        # true/false, 1/0, "true"/"false"; never 1.0 or "yes"
             if isinstance(v, bool):
                 return v
-            if v in (0, 1, "true", "false", "True", "False"):
-                return str(v).lower() in ("1", "true")
+            if isinstance(v, int) and v in (0, 1):
+                return bool(v)
+            if isinstance(v, str) and v.lower() in ("true", "false"):
+                return v.lower() == "true"
             raise ValueError(v)
 
         try:
@@ -255,9 +306,10 @@ class FlashAttention(CudaLab):
             raise ValueError(f"hidden case {p!r}: needs integer B, H, N, d, a dtype, causal "
                              "true/false and a kind") from None
         if (min(B, H, N) < 1 or d not in HEAD_DIMS or dt not in DTYPES or kind not in KINDS
-                or B * H * N * N * d > MAX_HIDDEN_WORK):
+                or B * H * N * N * d > MAX_HIDDEN_WORK or B * H > MAX_HIDDEN_HEADS):
             raise ValueError(f"hidden case {p!r}: B, H, N >= 1, d in {HEAD_DIMS}, dtype in "
-                             f"{DTYPES}, kind in {KINDS}, B*H*N*N*d <= {MAX_HIDDEN_WORK}")
+                             f"{DTYPES}, kind in {KINDS}, B*H*N*N*d <= {MAX_HIDDEN_WORK}, "
+                             f"B*H <= {MAX_HIDDEN_HEADS}")
         return {"B": B, "H": H, "N": N, "d": d, "dtype": dt, "causal": causal, "kind": kind}
 
     def case_data(self, case: Case) -> CaseData:
@@ -265,7 +317,10 @@ class FlashAttention(CudaLab):
         rng = np.random.default_rng(case.seed)
         Q, K, V = attention_inputs(rng, p["B"], p["H"], p["N"], p["d"], p["dtype"],
                                    p.get("kind", "normal"))
-        return CaseData(inputs={"Q": Q, "K": K, "V": V}, outputs={"O": (Q.shape, p["dtype"])},
+        # the replay's inputs and output candidates (CudaLab.replay) travel back as outputs
+        outputs = {k: (Q.shape, p["dtype"]) for k in ("O", "replay_Q", "replay_K", "replay_V")}
+        outputs["replay_O"] = ((REPLAY_SLOTS, *Q.shape), p["dtype"])
+        return CaseData(inputs={"Q": Q, "K": K, "V": V}, outputs=outputs,
                         call=["Q", "K", "V", "O", "causal"],
                         scalars={"causal": bool(p["causal"])})
 
@@ -287,20 +342,39 @@ class FlashAttention(CudaLab):
         out = outputs["O"]
         cmp = compare(out, ref, policy, tile=None)
         if not cmp.ok:
-            hint = self.diagnose(Q, K, V, causal, out, policy.bounds(ref)[0])
+            hint = self.diagnose(Q, K, V, causal, out, policy.bounds(ref)[0], cmp.budget_used)
             if hint:
                 cmp.message += "; " + hint
+        elif "replay_Q" in outputs and not np.isnan(outputs["replay_Q"]).all():
+            why = replay_problem({k: outputs["replay_" + k] for k in ("Q", "K", "V", "O")},
+                                 causal)
+            if why:
+                cmp.ok = False
+                cmp.message = why
         return cmp
 
     @staticmethod
-    def diagnose(Q, K, V, causal: bool, out, bound) -> str | None:
+    def diagnose(Q, K, V, causal: bool, out, bound, used: float = 0.0) -> str | None:
         """The known mistake ``out`` matches, in plain words, or None (module docstring).
-        ``bound``: the rule's bound for this case (a float or an array of O's shape)."""
+        ``bound``: the rule's bound for this case (a float or an array of O's shape);
+        ``used``: the share of it the output used (the float16 hint is for errors within
+        :data:`FLOAT16_HINT_BUDGETS` budgets, not for gross ones)."""
         out = np.asarray(out, np.float64)
         d = Q.shape[-1]
-        alts = [(attention_golden(Q, K, V, causal, scale=1.0 / d), None,
-                 f"the scores are scaled by 1/d; attention scales them by 1/sqrt(d) "
-                 f"(1/sqrt({d}))")]
+        N = Q.shape[2]
+        ref, lse = attention_golden(Q, K, V, causal)
+        q, k = np.asarray(Q, np.float64), np.asarray(K, np.float64)
+        S = np.matmul(q, np.swapaxes(k, -1, -2)) / np.sqrt(d)
+        if causal:
+            S = np.where(np.triu(np.ones((N, N), bool), k=1), -np.inf, S)
+        m = S.max(axis=-1) if N else np.zeros(S.shape[:-1])
+        with np.errstate(over="ignore", invalid="ignore"):
+            alts = [(attention_golden(Q, K, V, causal, scale=1.0 / d), None,
+                     f"the scores are scaled by 1/d; attention scales them by 1/sqrt(d) "
+                     f"(1/sqrt({d}))"),
+                    ((ref * np.exp(lse - m)[..., None], lse), None,
+                     "the output is never divided by the row sum l: O = o / l, once, after "
+                     "the last K/V block")]
         if causal:
             for off, words in ((-1, "the diagonal is masked too (key j masked for j >= i): a "
                                     "query attends to itself and every earlier key (mask "
@@ -315,21 +389,26 @@ class FlashAttention(CudaLab):
         else:
             alts.append((attention_golden(Q, K, V, True), None,
                          "a causal mask was applied to a call with causal=False"))
+            # keys past N in a zero-filled tail tile, not masked: each adds exp(0 - m) to l
+            # and nothing to o; O = sum_j e^{s_j} v_j / (sum_j e^{s_j} + n_pad)
+            for n_pad in sorted({(-N) % Bc for Bc in DIAGNOSIS_BLOCKS} - {0}):
+                f = np.exp(lse - np.logaddexp(lse, np.log(n_pad)))
+                alts.append(((ref * f[..., None], lse), None,
+                             f"the {n_pad} key(s) past N in the last K/V tile count with score "
+                             "0 (zero-filled, not masked): use only keys j < N"))
         for (O_alt, lse_alt), _, words in alts:
-            if _matches(out, O_alt, bound, masked_rows=~np.isfinite(lse_alt)):
+            if _matches(out, O_alt, bound, ref, masked_rows=~np.isfinite(lse_alt)):
                 return f"the output matches attention where {words}"
-        N = Q.shape[2]
         for Bc in DIAGNOSIS_BLOCKS:
             if Bc >= N:
                 break
-            if _matches(out, unrescaled(Q, K, V, causal, Bc), bound):
+            if _matches(out, unrescaled(Q, K, V, causal, Bc), bound, ref):
                 return (f"the output matches FlashAttention's loop with K/V blocks of {Bc} "
                         "rows whose running output o is not rescaled when the row's running "
                         "max grows: multiply o (and l) by exp(m_old - m_new) before adding "
                         "the block's exp(s - m_new) V")
         if not np.isfinite(out).all():
-            q, k = np.asarray(Q, np.float64), np.asarray(K, np.float64)
-            if np.abs(np.matmul(q, np.swapaxes(k, -1, -2))).max() / np.sqrt(d) > 88.0:
+            if np.nanmax(np.abs(np.where(np.isfinite(S), S, np.nan)), initial=0.0) > 88.0:
                 return ("inf or NaN with scores of several hundred: exp overflows unless "
                         "each row's running max is subtracted first (exp(s - m))")
             return ("inf or NaN in O: a row whose every key in a K/V block is masked (keys "
@@ -337,7 +416,7 @@ class FlashAttention(CudaLab):
                     "has m = -inf there, and exp(-inf - (-inf)) = NaN: skip such a block or "
                     "leave m, l and o untouched while the new max is -inf; and never write "
                     "the padded rows past N")
-        if np.dtype(Q.dtype) == np.float16:
+        if np.dtype(Q.dtype) == np.float16 and used <= FLOAT16_HINT_BUDGETS:
             return ("errors of the size of float16 rounding: are the scores, the running "
                     "sums or o accumulated in float16? Widen each element with float32(x) "
                     "(on the simulator, as in numpy, 0.0 + a float16 value stays float16)")
@@ -346,10 +425,19 @@ class FlashAttention(CudaLab):
     def check_call(self, case: Case, data: CaseData, info: dict | None) -> str | None:
         if not info or info.get("tier") != "sim" or "launches" not in info:
             return None
-        reads = {k: (data.inputs[k].nbytes, slice_digests(data.inputs[k], 2))
-                 for k in ("Q", "K", "V")}
-        return work_problem(info["launches"], reads, data.inputs["Q"].size, "attention",
-                            unchecked=info.get("unchecked", []))
+        # the replay (CudaLab.replay, checked in check()) shows the kernels computed O from Q,
+        # K and V, however they were passed (views, device copies): no digest of reads needed
+        why = work_problem(info["launches"], {}, data.inputs["Q"].size, "attention",
+                           unchecked=info.get("unchecked", []))
+        if why:
+            return why
+        if info.get("replay_error"):
+            return (f"{info['replay_error']}: the call's launches and copies are run again on "
+                    "new Q, K and V to check that the kernels compute O from them")
+        if not info.get("replayed"):
+            return ("the call's launches were not replayed on new inputs: was the grading "
+                    "process tampered with?")
+        return None
 
     # --------------------------------------------------------------- performance
     def perf_plan(self) -> dict:
@@ -405,7 +493,7 @@ class FlashAttention(CudaLab):
         dQ, dK, dV = (cuda.to_device(x) for x in (Q, K, V))
         dO = cuda.to_device(np.full(shape, np.nan, dt))
         try:
-            with sim.capture() as cap:
+            with sim.capture(record=True) as cap:
                 fn(dQ, dK, dV, dO, causal)
         except Exception as exc:
             if isinstance(exc, (sim.SimError, NotImplementedError)):
@@ -421,6 +509,24 @@ class FlashAttention(CudaLab):
         dO2 = cuda.to_device(np.full(shape, np.nan, dt))
         with sim.capture() as cap_base:
             attention_v1(dQ, dK, dV, dO2, causal)
+        # the timed call's launches again, on new Q, K, V: the kernels must recompute O
+        for k, dev in (("Q", dQ), ("K", dK), ("V", dV), ("O", dO)):
+            dev.copy_to_device(np.full(shape, np.nan, dt) if k == "O" else
+                               attention_inputs(np.random.default_rng(), *shape, dt.name)[0])
+        why = None
+        try:
+            with sim.capture(checks="fast", gpu_compile=False):
+                sim.replay(cap.recorded)
+        except Exception as exc:  # noqa: BLE001 - reported in words
+            why = (f"the timed call's launches, replayed on new inputs, raised "
+                   f"{type(exc).__name__}: {exc}")
+        replayed = {f"replay_{k}": dev.copy_to_host() for k, dev in (("Q", dQ), ("K", dK),
+                                                                        ("V", dV))}
+        replayed["replay_O"] = replay_candidates(cap.recorded, dO._ary, (dQ, dK, dV))
+        with np.load(workdir / "recheck.npz") as z:
+            after = {k: z[k] for k in z.files}
+        np.savez(workdir / "recheck.npz", **after, **replayed)
+        recheck["replay_error"] = why
         return {
             "tier": "sim", "profile": plan["profile"], "shape": list(shape), "dtype": dt.name,
             "causal": causal,
@@ -506,7 +612,19 @@ class FlashAttention(CudaLab):
         if recheck.get("params") != want or recheck.get("scalars") != {"causal": want["causal"]}:
             return (f"the timed call was not the planned {want!r} ({recheck.get('params')!r}): "
                     "was the grading process tampered with?")
-        return planned_arrays_problem(arrays, ("Q", "K", "V", "O"), shape, want["dtype"])
+        bad = planned_arrays_problem(arrays, ("Q", "K", "V", "O"), shape, want["dtype"])
+        if bad or plan.get("tier") != "sim":
+            return bad
+        # sim tier: the timed call's launches were replayed on new Q, K, V (_measure_sim)
+        if recheck.get("replay_error"):
+            return str(recheck["replay_error"])
+        replayed = {k: arrays.get("replay_" + k) for k in ("Q", "K", "V", "O")}
+        if (planned_arrays_problem(arrays, ["replay_Q", "replay_K", "replay_V"], shape,
+                                   want["dtype"])
+                or planned_arrays_problem(arrays, ["replay_O"], (REPLAY_SLOTS, *shape),
+                                          want["dtype"])):
+            return "the timed call's replay is missing: was the grading process tampered with?"
+        return replay_problem(replayed, want["causal"], "the timed call")
 
     def _rules_sim(self, m: dict) -> list[RuleResult]:
         B, H, N, d = (int(x) for x in m["shape"])

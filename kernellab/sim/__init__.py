@@ -21,7 +21,7 @@ from kernellab.sim.errors import (
 )
 
 __all__ = [
-    "capture", "configure", "options", "install", "arm", "Capture", "content_digest",
+    "capture", "replay", "configure", "options", "install", "arm", "Capture", "content_digest",
     "SimError", "KernelError", "OutOfBoundsError", "RaceError", "DivergenceError",
     "UninitialisedReadError", "LaunchConfigError", "StuckKernelError", "GPUCompileError",
 ]
@@ -66,10 +66,13 @@ def options() -> dict:
 class Capture:
     """Launches recorded by :func:`capture`: ``launches`` (list of
     :class:`~kernellab.sim.engine.LaunchStats`), ``unchecked`` (names of the kernels that ran
-    on the stock simulator, unrecorded) and :meth:`total`."""
+    on the stock simulator, unrecorded), ``recorded`` (with ``record=True``: each launch and
+    host-device copy as a callable that repeats it, for :func:`replay`) and :meth:`total`."""
 
-    def __init__(self, trace=False):
+    def __init__(self, trace=False, record=False):
         self.trace = trace
+        self.record = record
+        self.recorded = []
         self.launches = []
         #: names of the kernels launched on numba's stock simulator instead (record arrays,
         #: ``cuda.jit(extensions=...)``, ``executor="stock"``): no checks, no counters
@@ -86,15 +89,16 @@ class Capture:
 
 
 @contextlib.contextmanager
-def capture(trace: bool = False, **opts):
+def capture(trace: bool = False, record: bool = False, **opts):
     """Record every sim-tier launch in the ``with`` block.
 
     ``trace=True`` also keeps each launch's first block's individual accesses
-    (``LaunchStats.trace``). Extra keyword arguments set engine options for the block only
-    (e.g. ``gpu_compile=False``, ``shuffle=3``).
+    (``LaunchStats.trace``); ``record=True`` keeps each launch and host-device copy
+    (``Capture.recorded``, for :func:`replay`). Extra keyword arguments set engine
+    options for the block only (e.g. ``gpu_compile=False``, ``shuffle=3``).
     """
     eng = _engine()
-    cap = Capture(trace)
+    cap = Capture(trace, record)
     old = eng.configure(**opts) if opts else {}
     eng._listeners.append(cap)
     try:
@@ -103,6 +107,18 @@ def capture(trace: bool = False, **opts):
         eng._listeners.remove(cap)
         if old:
             eng.configure(**old)
+
+
+def replay(recorded) -> None:
+    """Repeat, in order, what a ``capture(record=True)`` recorded: each launch (the same
+    kernel, grid, block and arguments -- device arrays with what they hold *now*, numpy arrays
+    copied to the device again from what they hold now, scalars as they were) and each
+    host-device copy (``cuda.to_device``, ``copy_to_device``, ``copy_to_host``: from what the
+    source holds now, into the same destination). Nothing else the host did is repeated. A
+    grader's test that a result was computed by the kernels from the inputs: refill the
+    inputs, replay, and the output must follow. Raises what the launches raise."""
+    for op in recorded:
+        op()
 
 
 def arm() -> None:

@@ -1958,8 +1958,24 @@ def launch(kernel, args):
 
     Returns :class:`LaunchStats`. Raises the errors of :mod:`kernellab.sim.errors`. A race or
     uninitialised read found by the fast access log makes the launch run again from a copy of
-    its arguments, logging source lines, so the error can name them.
+    its arguments, logging source lines, so the error can name them. A recording capture
+    records the launch (:class:`Relaunch`), not the copies of its numpy arguments.
     """
+    global _copies_quiet
+    _copies_quiet += 1
+    try:
+        stats = _launch_once(kernel, args)
+    finally:
+        _copies_quiet -= 1
+    _record(Relaunch(kernel, tuple(args)))
+    return stats
+
+
+#: > 0 while a launch copies its numpy arguments: those copies are part of the launch
+_copies_quiet = 0
+
+
+def _launch_once(kernel, args):
     global _mode
     grid, block = normalize_kernel_dimensions(kernel.grid_dim, kernel.block_dim)
     grid, block = tuple(grid), tuple(block)
@@ -2007,6 +2023,95 @@ def launch(kernel, args):
     for cap in _listeners:
         cap.launches.append(stats)
     return stats
+
+
+class Relaunch:
+    """A recorded launch (:func:`kernellab.sim.replay`): calling it launches ``kernel`` (as
+    configured) again with ``args``."""
+
+    def __init__(self, kernel, args):
+        self.kernel, self.args = kernel, args
+
+    def __call__(self):
+        self.kernel(*self.args)
+
+    def arrays(self) -> list:
+        """The host and device arrays among the arguments (inside tuples too)."""
+        out, todo = [], list(self.args)
+        while todo:
+            a = todo.pop()
+            if isinstance(a, tuple):
+                todo.extend(a)
+            elif isinstance(a, (np.ndarray, FakeCUDAArray)):
+                out.append(a)
+        return out
+
+
+class Recopy:
+    """A recorded host-device copy: calling it copies what ``source`` holds now (a host array,
+    or a device array's buffer) into ``dest`` (a host array, or a device array's buffer)."""
+
+    def __init__(self, dest, source):
+        self.dest, self.source = dest, source
+
+    def __call__(self):
+        np.copyto(_buffer(self.dest), np.asarray(_buffer(self.source)))
+
+    def arrays(self) -> list:
+        return [self.dest]
+
+
+def _buffer(ary):
+    return ary._ary if isinstance(ary, FakeCUDAArray) else ary
+
+
+def _record(op) -> None:
+    """Append ``op`` (a callable that repeats a launch or a host-device copy) to every
+    capture that records (``capture(record=True)``; :func:`kernellab.sim.replay`)."""
+    if _copies_quiet and isinstance(op, Recopy):
+        return
+    for cap in _listeners:
+        if getattr(cap, "record", False):
+            cap.recorded.append(op)
+
+
+def _install_copies(cuda_module) -> None:
+    """Record host-device copies for :func:`kernellab.sim.replay`: ``cuda.to_device``,
+    ``DeviceNDArray.copy_to_device`` and ``copy_to_host`` repeat, when replayed, from what
+    their source holds at that time, into the same destination."""
+    from numba.cuda import simulator as _simpkg
+    from numba.cuda.simulator.cudadrv import devicearray as _da
+
+    if getattr(_da.to_device, "_kernellab", False):
+        return
+    stock_to_device = _da.to_device
+    stock_to_host = FakeCUDAArray.copy_to_host
+    stock_to_dev = FakeCUDAArray.copy_to_device
+
+    @functools.wraps(stock_to_device)
+    def to_device(ary, stream=0, copy=True, to=None):
+        out = stock_to_device(ary, stream, copy, to)
+        if to is None and isinstance(out, FakeCUDAArray):
+            _record(Recopy(out, ary))
+        return out
+
+    @functools.wraps(stock_to_host)
+    def copy_to_host(self, ary=None, stream=0):
+        ret = stock_to_host(self, ary, stream)
+        _record(Recopy(ret, self))
+        return ret
+
+    @functools.wraps(stock_to_dev)
+    def copy_to_device(self, ary, stream=0):
+        stock_to_dev(self, ary, stream)
+        _record(Recopy(self, ary))
+
+    to_device._kernellab = True
+    for mod in (_da, _simpkg, cuda_module):
+        if getattr(mod, "to_device", None) is stock_to_device:
+            mod.to_device = to_device
+    FakeCUDAArray.copy_to_host = copy_to_host
+    FakeCUDAArray.copy_to_device = copy_to_device
 
 
 def _to_device(arg, retr):
@@ -2243,6 +2348,7 @@ def install():
     # warp intrinsics reachable as attributes of the simulator's top-level ``cuda`` module
     # too (host code that checks hasattr), raising a clear error outside a kernel
     import numba.cuda as _cuda
+    _install_copies(_cuda)
     for nm in ("syncwarp", "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync",
                "ballot_sync", "all_sync", "any_sync", "eq_sync", "match_any_sync", "match_all_sync",
                "activemask", "lanemask_lt", "dp4a"):
