@@ -44,6 +44,7 @@ def check(lab_id: str, fn, *, function: str | None = None, limit: int | None = N
     which = _function_name(spec, fn, function)
     cases = [c for c in spec.cases(HiddenCases()) if spec.case_function(c) == which][:limit]
     results: list[CaseResult] = []
+    width = max([22] + [len(c.name) for c in cases])      # the column fits the longest name
     for case in cases:
         data = spec.case_data(case)
         arrays = {k: v.copy() for k, v in data.inputs.items()}
@@ -66,7 +67,7 @@ def check(lab_id: str, fn, *, function: str | None = None, limit: int | None = N
             cm = res.comparison or {}
             figs = (f"max abs err {fmt_number(cm['max_abs'])}, {fmt_number(cm['max_ulp'])} ulp, "
                     f"{fmt_percent(cm['budget_used'])} of budget") if cm else ""
-            print(f"{'pass' if res.passed else 'FAIL'}  {case.name:<22} {figs}"
+            print(f"{'pass' if res.passed else 'FAIL'}  {case.name:<{width}} {figs}"
                   + ("" if res.passed else f"\n      {res.error}"))
             if res.tile_map:
                 print("      output tiles (# wrong):\n" + "\n".join(

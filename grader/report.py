@@ -173,16 +173,18 @@ class Report:
         if self.cases:
             npass = sum(c.passed for c in self.cases)
             L.append(f"3. correctness: {npass}/{len(self.cases)} cases pass")
-            L.append(f"   {'case':<28} {'max abs err':>11} {'max ulp':>9} {'budget':>7}  result")
+            names = [c.case + (" (hidden)" if c.hidden else "") for c in self.cases]
+            w = max(28, *(len(n) for n in names))      # the column fits the longest name
+            L.append(f"   {'case':<{w}} {'max abs err':>11} {'max ulp':>9} {'budget':>7}  result")
             first_with: dict[str, str] = {}  # error text -> the first case that had it
-            for c in self.cases:
-                name = c.case + (" (hidden)" if c.hidden else "")
+            for c, name in zip(self.cases, names):
                 if c.comparison:
                     cm = c.comparison
-                    L.append(f"   {name:<28} {fmt_number(cm['max_abs']):>11} {fmt_number(cm['max_ulp']):>9} "
+                    L.append(f"   {name:<{w}} {fmt_number(cm['max_abs']):>11} "
+                             f"{fmt_number(cm['max_ulp']):>9} "
                              f"{fmt_percent(cm['budget_used']):>7}  {'pass' if c.passed else 'FAIL'}")
                 else:
-                    L.append(f"   {name:<28} {'-':>11} {'-':>9} {'-':>7}  FAIL")
+                    L.append(f"   {name:<{w}} {'-':>11} {'-':>9} {'-':>7}  FAIL")
                 if not c.passed and c.error:
                     if c.error not in first_with:
                         first_with[c.error] = c.case

@@ -148,6 +148,15 @@ class _Session:
                                        f"{name}({', '.join(params)}))"})
             elif got == "not callable":
                 out.append({"name": name, "ok": False, "message": f"'{name}' is not a function"})
+            elif (isinstance(got, dict) and self.spec.python_entry
+                  and got.get("jit") in ("cuda-kernel", "cpu-jit")):
+                what = ("a @cuda.jit kernel" if got["jit"] == "cuda-kernel"
+                        else "an @njit (CPU) function")
+                out.append({"name": name, "ok": False,
+                            "message": f"'{name}' is {what}; the lab calls {name}("
+                                       f"{', '.join(params)}) as a plain Python function that "
+                                       "launches your kernel(s): def " + name + "(...): "
+                                       "kernel[grid, block](...)"})
             elif isinstance(got, dict) and not got.get("binds"):
                 shown = [str(p) for p in got.get("params", [])][:20]
                 out.append({"name": name, "ok": False,

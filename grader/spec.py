@@ -165,6 +165,7 @@ class LabSpec:
     allowed_submodules: frozenset = frozenset()
     banned_names: frozenset = frozenset()
     codegen: str = "default"  # kernellab.codegen profile the worker compiles under
+    python_entry: bool = False  # the required functions must be plain Python (GPU launchers)
     compile_timeout_s: float = 300.0  # loading the submission + JIT warm-up
     case_timeout_s: float = 20.0  # one correctness call
     first_call_timeout_s: float = 60.0  # a plain-Python entry's first call (compiles its callees)

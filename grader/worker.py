@@ -133,10 +133,11 @@ def _kind(exc: BaseException) -> str:
 
 
 def _signature(ns: dict, name: str, params: list):
-    """``{"params": [...], "binds": bool}`` for ``ns[name]`` (a numba dispatcher's Python
-    function too): its parameter names, and whether the lab's call ``name(*params)`` binds to
-    them (defaults and ``*args`` count); None if it is missing, "not callable" if it is not a
-    function."""
+    """``{"params": [...], "binds": bool, "jit": ...}`` for ``ns[name]`` (a numba
+    dispatcher's Python function too): its parameter names, whether the lab's call
+    ``name(*params)`` binds to them (defaults and ``*args`` count), and what it is:
+    ``"python"``, ``"cpu-jit"`` (an ``@njit`` dispatcher) or ``"cuda-kernel"`` (a
+    ``@cuda.jit`` kernel); None if it is missing, "not callable" if it is not a function."""
     import inspect
 
     obj = ns.get(name)
@@ -153,7 +154,10 @@ def _signature(ns: dict, name: str, params: list):
         binds = True
     except TypeError:
         binds = False
-    return {"params": [str(p) for p in sig.parameters.values()], "binds": binds}
+    kind = type(obj).__name__
+    jit = ("cuda-kernel" if "CUDA" in kind or "Kernel" in kind
+           else "cpu-jit" if hasattr(obj, "py_func") else "python")
+    return {"params": [str(p) for p in sig.parameters.values()], "binds": binds, "jit": jit}
 
 
 def main(argv: list[str]) -> int:

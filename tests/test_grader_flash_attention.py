@@ -387,3 +387,14 @@ def test_gpu_tier_measurement_runs_on_the_simulator(tmp_path):
                       dict(plan, N=40), tmp_path, clock="wall")
     res2 = recheck(spec, dict(plan, N=40), m2["recheck"], tmp_path)
     assert not res2.passed and "wrong result" in res2.error
+
+
+@pytest.mark.parametrize("decorator, words", [("@cuda.jit", "is a @cuda.jit kernel"),
+                                              ("@njit", "is an @njit (CPU) function")])
+def test_a_jitted_entry_point_is_refused_in_plain_words(tmp_path, decorator, words):
+    sub = tmp_path / "entry.py"
+    sub.write_text("from numba import cuda, njit\n\n\n"
+                   f"{decorator}\ndef flash_attention(Q, K, V, O, causal):\n    pass\n")
+    rep = grade("flash-attention", sub, run_performance=False, only=lambda c: False)
+    assert not rep.passed and rep.fatal and words in rep.fatal
+    assert "kernel[grid, block]" in rep.fatal

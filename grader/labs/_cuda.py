@@ -313,6 +313,7 @@ class CudaLab(LabSpec):
     # ``types`` module of its own, and banning the name would ban ``numba.types`` too)
     allowed_submodules = frozenset({"numba.cuda", "numba.cuda.types"})
     codegen = "default"
+    python_entry = True     # launchers: a @cuda.jit or @njit entry point is refused in words
 
     @property
     def tier(self) -> str:

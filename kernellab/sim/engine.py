@@ -1340,18 +1340,24 @@ class _Launch:
 
     def _cross_block_race(self, root, off, tid, site, what, blin, other=None):
         t = self.thread_idx(int(tid))
+        both = " (at least one of them writing)"
         if other is not None:
             ob, ot, osite, ow = other
             by = (f"{'write' if ow else 'read'} by tid={_idx_str(self.thread_idx(ot))} "
                   f"ctaid={_idx_str(self.block_idx(ob))} at {self.site_where(osite)}")
+            if ow and what.startswith("write"):
+                # two blocks storing one element: usually a block index mapped to the same
+                # output twice (a batch or head index left out of the mapping)
+                both = (": two blocks store the same element -- check how blockIdx maps to "
+                        "the part of the output each block owns")
         else:
             by = "an access by another block of the same launch"
         raise RaceError(
             f"race on global array {root.name}{_unravel(root, off)} (byte address "
             f"{root.base + off * root.itemsize:#x}): {what} by tid={_idx_str(t)} "
-            f"ctaid={_idx_str(self.block_idx(blin))} at {self.site_where(site)} and {by} (at "
-            "least one of them writing). Blocks run in no fixed order and cannot synchronise "
-            "with each other inside one launch")
+            f"ctaid={_idx_str(self.block_idx(blin))} at {self.site_where(site)} and {by}"
+            f"{both}. Blocks run in no fixed order and cannot synchronise with each other "
+            "inside one launch")
 
     def block_idx(self, blin):
         gx, gy, _ = self.grid
