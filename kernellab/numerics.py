@@ -292,8 +292,9 @@ def flash_attention_rule(baseline_error: float, ref: np.ndarray, dtype, *, round
     a float32 kernel the baseline computes at the kernel's own precision, and "at most twice
     its error" compares two draws of the same rounding noise: a correct kernel failed it on
     1% of normal inputs and on 20% of inputs with scores of a few hundred (chapter 5's kernels
-    over 150 seeds). The derived bound is the noise both share; for a float16 kernel it adds
-    a few percent to the budget (chapter 5's inputs). Raises SpecError for an unsupported dtype."""
+    over 150 seeds). The derived bound is the noise both share, as a worst case: for float32 it
+    is tens of times the measured part, so float32 outputs are in effect held to it; for a
+    float16 kernel it adds a few percent to the budget (chapter 5's inputs). Raises SpecError for an unsupported dtype."""
     dt = np.dtype(dtype)
     peak = float(np.abs(ref).max()) if np.size(ref) else 0.0
     floor = floor_ulps * float(ulp(np.array(peak), dt))

@@ -133,22 +133,29 @@ def fused_rounding_bound(Q, K, V, causal: bool = False, u: float = 2.0 ** -24) -
         u * [ sum_j p_j (c sqrt(d) scale a_j + 2 |s_j| + 4 + 3.35 t_j) |v_j - O_i|
               + 2 c sqrt(N) (sum_j p_j |v_j| + |O_i|) + 3 |O_i| ]
 
-    * a score s_j = scale (q . k_j): a dot product of d float32 terms is off by at most
-      c sqrt(d) u a_j, a_j = sum_t |q_t k_jt| (probabilistic bound, c = :data:`C_PROB`), the
-      scaling and the rounded 1/sqrt(d) add 2 u |s_j|;
+    * a score s_j = scale (q . k_j): a dot product of d float32 terms is off by c sqrt(d) u a_j
+      at most with high probability, a_j = scale sum_t |q_t k_jt| (the probabilistic bound of
+      Higham & Mary, c = :data:`C_PROB`; the worst case would be d u a_j), the scaling and the
+      rounded 1/sqrt(d) add 2 u |s_j| (an exp2-based kernel that folds log2(e) into the scale
+      rounds once more: the c sqrt(d) term, six times the typical error, absorbs it);
     * exp(s_j - m) carries a relative error u (4 + 3.35 t_j) (:class:`kernellab.numerics.
       RowSoftmax`'s derivation: the subtraction and expf within 2 ulp);
     * a relative perturbation e_j of p_j (or a perturbation e_j of s_j) moves the normalised
       output by sum_j p_j e_j (v_j - O_i): softmax renormalises, so only the spread of V
       around the output counts;
-    * the running sums o = sum p_j v_j and l = sum p_j each add at most c sqrt(N) u relative
-      to their terms' magnitudes for the additions and as much again for the rescalings by
-      exp(m_old - m_new) (one rounding each, at most N of them; the rounded factor itself is
-      the same for o and l and cancels in o / l);
+    * the running sums o = sum p_j v_j and l = sum p_j each add c sqrt(N) u relative to their
+      terms' magnitudes (same probabilistic bound) for the products p_j v_j and the
+      additions, and as much again for the rescalings by exp(m_old - m_new) (one rounding
+      each, at most N of them; the rounded factor itself is the same for o and l and cancels
+      in o / l);
     * o / l: a reciprocal and a multiply, plus the float64 reference: 3 u |O_i|.
 
     The output's own rounding to its dtype is not included (FlashAttention's rule has a
-    one-ulp floor for it). Fully masked rows contribute nothing. Raises ValueError unless Q, K,
+    one-ulp floor for it). The bound is a worst case over the terms' signs: on random data a
+    float32 kernel's error is some 20-50 times smaller, and next to FlashAttention's measured
+    part (2 x a plain float32 attention's error) the bound is tens of times larger -- it is
+    the float32 tolerance, while a float32 kernel that keeps P, or reads V, in float16 still
+    misses it several times over (``tests/test_grader_flash_attention.py``). Fully masked rows contribute nothing. Raises ValueError unless Q, K,
     V share one 4-D shape."""
     Q, K, V = (x.astype(np.float64) for x in _check(Q, K, V))
     B, H, N, d = Q.shape
@@ -159,8 +166,8 @@ def fused_rounding_bound(Q, K, V, causal: bool = False, u: float = 2.0 ** -24) -
     live = P > 0
     t = np.where(live, m - np.where(live, S, 0.0), 0.0)
     w = P * (C_PROB * math.sqrt(d) * a + 2.0 * np.abs(np.where(live, S, 0.0)) + 4.0 + 3.35 * t)
-    # sum_j w_j |v_jt - O_it| without an (N, N, d) array: split |x| = x + 2 max(-x, 0) is not
-    # linear; loop over the keys instead (N <= a few hundred here)
+    # sum_j w_j |v_jt - O_it|: the absolute value keeps it from being a matrix product, and an
+    # (N, N, d) array would be large, so one key at a time
     spread = np.zeros_like(O)
     for j in range(N):
         spread += w[..., :, j, None] * np.abs(V[..., j, None, :] - O)

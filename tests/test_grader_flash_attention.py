@@ -162,7 +162,8 @@ OK = ROOT / "tests" / "submissions" / "flash_attention_ok"
 
 
 @sim_only
-@pytest.mark.parametrize("name", ["explicit_copies.py", "per_block_views.py"])
+@pytest.mark.parametrize("name", ["explicit_copies.py", "per_block_views.py",
+                                  "per_head_copies.py"])
 def test_correct_designs_pass_the_replay(name):
     rep = grade("flash-attention", OK / name, run_performance=False,
                 only=lambda c: c.name in PICK or c.name == "float32 2x3x17x32 causal")
@@ -398,3 +399,21 @@ def test_a_jitted_entry_point_is_refused_in_plain_words(tmp_path, decorator, wor
     rep = grade("flash-attention", sub, run_performance=False, only=lambda c: False)
     assert not rep.passed and rep.fatal and words in rep.fatal
     assert "kernel[grid, block]" in rep.fatal
+
+
+@pytest.mark.parametrize("what", ["P", "V"])
+def test_float32_rule_fails_a_float16_intermediate(what):
+    """For float32 the derived rounding bound is most of the budget (tens of times the
+    measured FA part); it must still fail a float32 kernel that keeps P, or reads V, in
+    float16 (one rounding to 11 bits where float32 has 24)."""
+    Q, K, V = _qkv(100, d=64)
+    q, k, v = (x.astype(np.float64) for x in (Q, K, V))
+    S = np.matmul(q, np.swapaxes(k, -1, -2)) / 8.0
+    P = np.exp(S - S.max(axis=-1, keepdims=True))
+    P /= P.sum(axis=-1, keepdims=True)
+    if what == "P":
+        P = P.astype(np.float16).astype(np.float64)
+    else:
+        v = v.astype(np.float16).astype(np.float64)
+    res = _verdict(Q, K, V, False, np.matmul(P, v).astype(np.float32))
+    assert not res.ok and res.budget_used > 2, res.budget_used

@@ -2174,10 +2174,85 @@ def test_replay_repeats_launches_and_copies_from_what_the_sources_hold_now():
     x[:] = 10
     host[:] = 7
     out[:] = -1
-    sim.replay(cap.recorded)
+    sim.replay(cap.recorded, fresh=[x])
     assert np.array_equal(got, np.full(5, 20))   # to_device, launch, copy_to_host again
     assert np.array_equal(out, np.full(5, 20))   # the numpy launch again, from x as it is now
-    assert np.array_equal(cap.recorded[3].dest._ary, np.full(5, 7))   # copy_to_device again
+    assert np.array_equal(cap.recorded[3].dest, np.full(5, 7))   # copy_to_device again
+    # an argument the host gave its content and is not a refilled input gets back what it had
+    # at its launch: x not declared fresh replays as it was
+    sim.replay(cap.recorded)
+    assert np.array_equal(out, 2 * np.arange(5))
     with sim.capture() as plain:
         f()
     assert plain.recorded == []                  # recording is asked for
+
+
+class _Sneaky(np.ndarray):
+    """An array subclass: code a submission could attach to an array type must not run in a
+    replay."""
+
+
+def test_replay_refuses_arrays_of_other_types_and_keeps_flags_as_launched():
+    x = np.arange(4, dtype=np.float32)
+    flag = np.zeros(1, np.float32)
+    y = np.zeros(4, np.float32)
+    with sim.capture(record=True) as cap:
+        _scaled_by_flag[1, 32](x, flag, y)
+    flag[0] = 5.0                                # host code after the call: not replayed
+    sim.replay(cap.recorded, fresh=[x])
+    assert np.array_equal(y, np.zeros(4))        # flag as it was at the launch
+    with sim.capture(record=True) as cap:
+        _scaled_by_flag[1, 32](x.view(_Sneaky), flag, y)
+    with pytest.raises(sim.SimError, match="_Sneaky.*cannot be run again"):
+        sim.replay(cap.recorded)
+
+
+@cuda.jit
+def _scaled_by_flag(x, flag, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        y[i] = x[i] * flag[0]
+
+
+def test_replay_keeps_each_launch_configuration_and_refuses_rebound_globals():
+    """numba's simulator configures a kernel object in place: a replay must launch each
+    recorded launch with its own grid; and a device function rebound between the call and its
+    replay would run other code in the replayed kernel, so the replay refuses."""
+    d = cuda.device_array(96, np.float32)
+    with sim.capture(record=True) as cap:
+        d[:] = 0                                 # a fill, recorded (__setitem__)
+        _fill[3, 32](d, 1.0)
+        _fill[1, 32](d, 2.0)
+        got = d.copy_to_host()
+    got[:] = -1
+    sim.replay(cap.recorded)
+    assert np.array_equal(got, np.r_[np.full(32, 2.0), np.full(64, 1.0)])
+    with sim.capture(record=True) as cap:
+        _calls_helper[1, 32](d)
+    global _helper
+    saved = _helper
+    try:
+        _helper = cuda.jit(device=True)(lambda i: 7.0)
+        with pytest.raises(sim.SimError, match="rebound"):
+            sim.replay(cap.recorded)
+    finally:
+        _helper = saved
+
+
+@cuda.jit
+def _fill(x, v):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = v
+
+
+@cuda.jit(device=True)
+def _helper(i):
+    return 3.0
+
+
+@cuda.jit
+def _calls_helper(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = _helper(i)

@@ -246,15 +246,35 @@ def coalesced_rule(launches: list[dict], threshold: float, hint: str) -> RuleRes
 REPLAY_SLOTS = 6
 
 
-def replay_candidates(recorded, output, inputs=()) -> np.ndarray:
+def assemble_pieces(result, pieces) -> np.ndarray:
+    """The output rebuilt from replayed copies: ``result`` is what the call left in the output
+    and ``pieces`` (host array, its content when the call returned) the host arrays device
+    copies wrote; wherever a piece's content stood as a contiguous run of ``result``, the
+    piece's replayed content is put (NaN elsewhere). For a host that assembles the output
+    from per-head copies, ``O[b, h] = dO.copy_to_host()``, which the replay does not repeat;
+    the values still come only from replayed copies of device arrays."""
+    flat = np.asarray(result).ravel()
+    out = np.full(flat.shape, np.nan, dtype=flat.dtype)
+    for dest, before in pieces:
+        b = np.asarray(before).ravel().astype(flat.dtype)
+        if b.size == 0 or b.size > flat.size or b.dtype.kind != "f":
+            continue
+        for st in np.flatnonzero(flat[:flat.size - b.size + 1] == b[0])[:256]:
+            if np.array_equal(flat[st:st + b.size], b):
+                out[st:st + b.size] = np.asarray(dest).ravel().astype(flat.dtype)
+    return out.reshape(np.shape(result))
+
+
+def replay_candidates(recorded, output, inputs=(), extra=()) -> np.ndarray:
     """(REPLAY_SLOTS, *output.shape) array of ``output``'s dtype, NaN-filled: where a replayed
     call's result may be -- ``output`` itself, then every floating-point array of its size a
     replayed launch or copy used (a device output, the host array a ``copy_to_host``
     returned: the host's own ``O[...] = ...`` is not replayed), in order, each reshaped to
     ``output``'s shape -- leaving out the ``inputs`` (the refilled arrays, host or device
     buffers), their views and the device copies made of them (for some inputs an input *is*
-    the answer: attention over one key is V). Only kernels and copies ran in the replay, so
-    a slot that holds the right answer for the new inputs was computed on the device."""
+    the answer: attention over one key is V) -- and then the ``extra`` arrays (e.g.
+    :func:`assemble_pieces`). Only kernels and copies ran in the replay, so a slot that holds
+    the right answer for the new inputs was computed on the device."""
     shape = np.shape(output)
     out = np.full((REPLAY_SLOTS, *shape), np.nan, dtype=np.asarray(output).dtype)
     inputs = [np.asarray(getattr(a, "_ary", a)) for a in inputs]
@@ -265,7 +285,7 @@ def replay_candidates(recorded, output, inputs=()) -> np.ndarray:
     def is_input(a):
         return any(np.may_share_memory(a, x) for x in inputs)
 
-    slots = [np.asarray(output)]
+    slots = [np.asarray(output)] + [np.asarray(a) for a in extra]
     for op in recorded:
         source = getattr(op, "source", None)
         if source is not None and is_input(buf(source)):
@@ -277,7 +297,7 @@ def replay_candidates(recorded, output, inputs=()) -> np.ndarray:
         if i == REPLAY_SLOTS:
             break
         if (id(a) in seen or a.size != out[0].size or a.dtype.kind != "f"
-                or (k > 0 and is_input(a))):
+                or (k > len(extra) and is_input(a))):
             continue
         seen.add(id(a))
         out[i] = a.reshape(shape)
@@ -386,7 +406,7 @@ class CudaLab(LabSpec):
     def replay(recorded, arrays: dict, inputs, outputs) -> str | None:
         """Worker side: repeat the call's launches and host-device copies
         (:func:`kernellab.sim.replay`) with each of ``inputs`` in ``arrays`` refilled with new
-        values (normal, with the original's mean and spread, seeded by its content) and each
+        values (normal, with the original's mean and spread, from fresh entropy) and each
         of ``outputs`` with NaN; store the inputs as ``arrays["replay_" + name]`` and, for each
         output, :data:`REPLAY_SLOTS` candidates for the replayed result
         (:func:`replay_candidates`) as ``arrays["replay_" + name]``; restore the originals.
@@ -397,10 +417,14 @@ class CudaLab(LabSpec):
         from kernellab import sim
 
         saved = {k: arrays[k].copy() for k in (*inputs, *outputs)}
+        # host arrays copies from the device wrote, as the call left them: the pieces the host
+        # may have assembled the output from (``O[b, h] = dO.copy_to_host()``)
+        pieces = [(op.dest, op.dest.copy()) for op in recorded
+                  if getattr(op, "to_host", False)]
         try:
             for k in inputs:
                 a = arrays[k]
-                rng = np.random.default_rng(int(sim.content_digest(a)[:15], 16))
+                rng = np.random.default_rng()      # fresh entropy: not predictable
                 x = saved[k].astype(np.float64)
                 fresh = x.mean() + (x.std() or 1.0) * rng.standard_normal(a.shape)
                 np.copyto(a, fresh.astype(a.dtype))
@@ -409,14 +433,15 @@ class CudaLab(LabSpec):
             try:
                 # checked once already: no hazard checks or GPU compile the second time
                 with sim.capture(checks="fast", gpu_compile=False):
-                    sim.replay(recorded)
+                    sim.replay(recorded, fresh=[arrays[k] for k in inputs])
             except Exception as exc:  # noqa: BLE001 - reported in words
                 return (f"the call's launches, replayed on new inputs, raised "
                         f"{type(exc).__name__}: {exc}")
             replayed = {k: arrays[k].copy() for k in inputs}
             for k in outputs:
+                assembled = assemble_pieces(saved[k], pieces)
                 replayed[k] = replay_candidates(recorded, arrays[k],
-                                                [arrays[j] for j in inputs])
+                                                [arrays[j] for j in inputs], [assembled])
             for k, v in replayed.items():
                 arrays["replay_" + k] = v
         finally:

@@ -109,16 +109,23 @@ def capture(trace: bool = False, record: bool = False, **opts):
             eng.configure(**old)
 
 
-def replay(recorded) -> None:
+def replay(recorded, fresh=()) -> None:
     """Repeat, in order, what a ``capture(record=True)`` recorded: each launch (the same
     kernel, grid, block and arguments -- device arrays with what they hold *now*, numpy arrays
     copied to the device again from what they hold now, scalars as they were) and each
     host-device copy (``cuda.to_device``, ``copy_to_device``, ``copy_to_host``: from what the
     source holds now, into the same destination). Nothing else the host did is repeated. A
     grader's test that a result was computed by the kernels from the inputs: refill the
-    inputs, replay, and the output must follow. Raises what the launches raise."""
+    inputs, replay, and the output must follow.
+
+    ``fresh``: the refilled inputs (numpy arrays or device arrays). Any other launch argument
+    whose content the host gave it (not a recorded launch or copy) gets back the content it
+    had at its launch, so a flag the host flips after the call changes nothing. Arrays of a
+    type other than exactly numpy's or numba's (a subclass) are not replayed. Raises what the
+    launches raise, and :class:`SimError` for what cannot be replayed."""
+    bufs = [getattr(f, "_ary", f) for f in fresh]
     for op in recorded:
-        op()
+        op(bufs)
 
 
 def arm() -> None:
