@@ -2141,29 +2141,35 @@ def _mark_left(buf) -> None:
     left[id(buf)] = _digest(buf)
 
 
+def _named_values(f) -> list:
+    """[(name, object)] that function ``f`` reads from its globals (by the names its code,
+    nested code included, uses) and from its closure."""
+    code = f.__code__
+    names, codes = set(), [code]
+    while codes:
+        c = codes.pop()
+        names.update(c.co_names)
+        codes.extend(k for k in c.co_consts if isinstance(k, _pytypes.CodeType))
+    g = getattr(f, "__globals__", {})
+    values = [(n, g[n]) for n in names if n in g]
+    for n, cell in zip(code.co_freevars, f.__closure__ or ()):
+        try:
+            values.append((n, cell.cell_contents))
+        except ValueError:      # an empty cell
+            pass
+    return values
+
+
 def _referenced_objects(fn) -> dict:
     """{qualified name: id(object)} of what ``fn`` (a kernel's Python function) and the device
     functions it reaches read from their globals and closures, by the names their code uses."""
     out, seen, stack = {}, set(), [fn]
     while stack:
         f = stack.pop()
-        code = getattr(f, "__code__", None)
-        if code is None or id(f) in seen:
+        if getattr(f, "__code__", None) is None or id(f) in seen:
             continue
         seen.add(id(f))
-        names, codes = set(), [code]
-        while codes:
-            c = codes.pop()
-            names.update(c.co_names)
-            codes.extend(k for k in c.co_consts if isinstance(k, _pytypes.CodeType))
-        g = getattr(f, "__globals__", {})
-        values = [(n, g[n]) for n in names if n in g]
-        for n, cell in zip(code.co_freevars, f.__closure__ or ()):
-            try:
-                values.append((n, cell.cell_contents))
-            except ValueError:      # an empty cell
-                pass
-        for n, v in values:
+        for n, v in _named_values(f):
             out[f"{f.__name__}.{n}"] = id(v)
             if isinstance(v, _simkernel.FakeCUDAKernel):
                 stack.append(v.fn)
@@ -2327,18 +2333,7 @@ def _arrays_outside_arguments(fn):
         if code is None or id(f) in seen:
             continue
         seen.add(id(f))
-        names, codes = set(), [code]
-        while codes:
-            c = codes.pop()
-            names.update(c.co_names)
-            codes.extend(k for k in c.co_consts if isinstance(k, _pytypes.CodeType))
-        g = getattr(f, "__globals__", {})
-        values = [(n, g[n]) for n in names if n in g]
-        for n, cell in zip(code.co_freevars, f.__closure__ or ()):
-            try:
-                values.append((n, cell.cell_contents))
-            except ValueError:      # an empty cell
-                pass
+        values = _named_values(f)
         defaults = getattr(f, "__defaults__", None) or ()      # def dev(i, S=BUF)
         values += zip(code.co_varnames[code.co_argcount - len(defaults):code.co_argcount],
                       defaults)
