@@ -134,9 +134,13 @@ def test_chart_draws_the_study_and_the_law(study):
     d, s, N = study["d"], study["itemsize"], v2m[0]["N"]
     law = by_prefix(lines2, "law")
     assert np.allclose(law.get_ydata(), [6 * N**2 * d**2 * s**2 / r["M"] for r in v2m])
-    # the law, with no constant fitted, within a factor of 1.5 of the counted bytes
+    # the law with no constant fitted against the counted bytes: exactly the ratio the counts
+    # imply, excess / law = (T_r - 1) M / (3 N d s) = (T_r - 1) / T_r * M / (3 Br d s), the
+    # first factor the "- 1" of the compulsory Q read, the second the Q tile's padding word
     for r, y in zip(v2m, law.get_ydata()):
-        assert 1 / 1.5 <= r["excess"] / y <= 1.5, (r, y)
+        T_r = -(-N // r["Br"])
+        want = (T_r - 1) / T_r * r["M"] / (3 * r["Br"] * d * s)
+        assert r["excess"] / y == pytest.approx(want, rel=1e-12), (r, y, want)
 
 
 def test_slope_helpers():
