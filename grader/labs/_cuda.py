@@ -277,10 +277,9 @@ def replay_candidates(recorded, output, inputs=(), extra=()) -> np.ndarray:
     the right answer for the new inputs was computed on the device."""
     shape = np.shape(output)
     out = np.full((REPLAY_SLOTS, *shape), np.nan, dtype=np.asarray(output).dtype)
+    # the recorded operations hold numpy buffers (kernellab.sim.engine); inputs may be device
+    # arrays
     inputs = [np.asarray(getattr(a, "_ary", a)) for a in inputs]
-
-    def buf(a):
-        return np.asarray(getattr(a, "_ary", a))
 
     def is_input(a):
         return any(np.may_share_memory(a, x) for x in inputs)
@@ -288,10 +287,9 @@ def replay_candidates(recorded, output, inputs=(), extra=()) -> np.ndarray:
     slots = [np.asarray(output)] + [np.asarray(a) for a in extra]
     for op in recorded:
         source = getattr(op, "source", None)
-        if source is not None and is_input(buf(source)):
-            inputs.append(buf(op.dest))         # a copy of an input is an input
-        for a in getattr(op, "arrays", lambda: [])():
-            slots.append(buf(a))
+        if isinstance(source, np.ndarray) and is_input(source):
+            inputs.append(op.dest)              # a copy of an input is an input
+        slots.extend(op.arrays())
     seen, i = set(), 0
     for k, a in enumerate(slots):
         if i == REPLAY_SLOTS:
