@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernellab", description="Kernel Lab: course runtime and "
                                 "autograder for deep-learning operator engineering")
     sub = p.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("doctor", help="print the device tier, versions, CPU and nominal peak")
+    d = sub.add_parser("doctor", help="print the device tier, versions, BLAS kernel, CPU and its measured and nominal peak")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_doctor)
     ls = sub.add_parser("list", help="list the labs")

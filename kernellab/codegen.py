@@ -139,12 +139,29 @@ def _project_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+#: Part of every profile's cache key. Raised when entries an older kernellab wrote cannot be
+#: loaded: 2 = entries of functions whose module was not in ``sys.modules`` when they were
+#: compiled (Numba recorded it as ``'<dynamic>'`` and a fresh process failed to load them).
+CACHE_FORMAT = 2  # 1: before the key held it
+
+
+def cache_base() -> str:
+    """kernellab's cache folder: ``$KERNELLAB_CACHE_DIR`` if set, else ``.kernellab-cache`` at
+    the project root when writable, else ``~/.cache/kernellab``."""
+    base = os.environ.get("KERNELLAB_CACHE_DIR")
+    if not base:
+        root = _project_root()
+        base = str(root / ".kernellab-cache") if os.access(root, os.W_OK) \
+            else str(Path.home() / ".cache" / "kernellab")
+    return base
+
+
 def cache_dir(profile: str) -> str:
     """The ``NUMBA_CACHE_DIR`` of ``profile``: ``<base>/numba-<profile>-<hash of its settings>``.
 
-    ``<base>`` is ``$KERNELLAB_CACHE_DIR`` if set, else ``.kernellab-cache`` at the project root
-    when writable, else ``~/.cache/kernellab``. The hash covers the settings (host CPU features
-    included) and the Numba version, so machines sharing a home directory do not mix caches.
+    ``<base>`` is :func:`cache_base`. The hash covers the settings (host CPU features
+    included), the Numba version and :data:`CACHE_FORMAT`, so machines sharing a home directory
+    do not mix caches.
     """
     conf = settings(profile)
     import importlib.metadata as md
@@ -153,13 +170,9 @@ def cache_dir(profile: str) -> str:
         numba_version = md.version("numba")
     except md.PackageNotFoundError:  # pragma: no cover - numba is a dependency
         numba_version = "?"
-    digest = hashlib.sha256(json.dumps([conf, numba_version], sort_keys=True).encode())
-    base = os.environ.get("KERNELLAB_CACHE_DIR")
-    if not base:
-        root = _project_root()
-        base = str(root / ".kernellab-cache") if os.access(root, os.W_OK) \
-            else str(Path.home() / ".cache" / "kernellab")
-    return str(Path(base) / f"numba-{profile}-{digest.hexdigest()[:10]}")
+    key = [conf, numba_version, CACHE_FORMAT]
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode())
+    return str(Path(cache_base()) / f"numba-{profile}-{digest.hexdigest()[:10]}")
 
 
 def env(profile: str, base: dict | None = None) -> dict:

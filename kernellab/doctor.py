@@ -1,9 +1,11 @@
 """``kernellab doctor``: what this machine is, as the course sees it.
 
 Prints the device tier and why, Python / numba / numba-cuda / numpy versions, the BLAS numpy
-uses, the CPU model, core count, SIMD ISA and nominal peak FLOP/s
-(:mod:`kernellab.machine`), the thread settings (:mod:`kernellab.threads`), and the GPU's name
-on the gpu tier.
+uses (library, version, the kernel it chose, and the environment variables that force one), the
+CPU model, core count, SIMD ISA, the measured FMA peak (one core, all cores) and the nominal peak
+from /proc (:mod:`kernellab.machine`), the thread settings (:mod:`kernellab.threads`), and the
+GPU's name on the gpu tier. The measured peak is measured the first time (a few seconds) and
+cached (``KERNELLAB_PEAK=off`` skips it).
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ def collect() -> dict:
     info = machine.cpu_info()
     import numpy as np
 
+    mp = machine.measured_peak()
+    measured = None if mp is None else {
+        "one_core_fp32_gflops": mp.flops(np.float32, 1) / 1e9,
+        "all_cores_fp32_gflops": mp.flops(np.float32) / 1e9,
+        "one_core_fp64_gflops": mp.flops(np.float64, 1) / 1e9,
+        "all_cores_fp64_gflops": mp.flops(np.float64) / 1e9,
+        "threads": mp.threads, "vector_bits": mp.vector_bits,
+        "measurements": mp.measurements, "quiet": mp.quiet, "cache": mp.source}
+
     facts = {
         "device": device.describe(),
         "python": platform.python_version(),
@@ -38,7 +49,9 @@ def collect() -> dict:
                 "simd_bits": info.simd_bits, "fma_units": info.fma_units, "ghz": info.ghz,
                 "peak_fp32_gflops": info.peak_flops(np.float32) / 1e9,
                 "peak_fp64_gflops": info.peak_flops(np.float64) / 1e9,
-                "peak_formula_fp32": info.formula(np.float32)},
+                "peak_formula_fp32": info.formula(np.float32),
+                "measured_peak": measured},
+        "blas_kernel": machine.blas_kernel(),
         "threads": threads.status(),
     }
     facts["simulator_active"] = device.simulator_active()
@@ -76,11 +89,38 @@ def render(f: dict) -> str:
         f"  numba-cuda    {f['numba-cuda']}",
         f"  cupy          {f['cupy']}",
         f"  BLAS          {blas}",
+        _blas_kernel_line(f.get("blas_kernel") or {}),
         f"  CPU           {c['model']}",
         f"  cores         {c['cores']}",
         f"  SIMD          {c['isa']} ({c['simd_bits']}-bit)",
-        f"  nominal peak  fp32 {c['peak_formula_fp32']}; fp64 {c['peak_fp64_gflops']:.1f} GFLOP/s",
+        _measured_line(c.get("measured_peak")),
+        f"  nominal peak  fp32 {c['peak_formula_fp32']}; fp64 {c['peak_fp64_gflops']:.1f} GFLOP/s"
+        " (from /proc's clock: not used as a limit)",
         f"  threads       numba {t.get('numba_threads')} ({t.get('numba_threading_layer')}); "
         f"{t['note']}",
     ]
     return "\n".join(lines)
+
+
+def _measured_line(m: dict | None) -> str:
+    if not m:
+        return "  measured peak none (KERNELLAB_PEAK=off, or the microbenchmark failed)"
+    bits = f", {m['vector_bits']}-bit FMAs" if m.get("vector_bits") else ""
+    from kernellab import machine
+
+    busy = "" if m.get("quiet") else (
+        "; the machine was busy: measured again next time" if m["measurements"]
+        < machine.PEAK_MAX_TRIES else "; the machine was busy every time: KERNELLAB_PEAK="
+        "remeasure measures again")
+    return (f"  measured peak fp32 {m['one_core_fp32_gflops']:.1f} GFLOP/s one core, "
+            f"{m['all_cores_fp32_gflops']:.1f} all {m['threads']} cores; fp64 "
+            f"{m['one_core_fp64_gflops']:.1f} / {m['all_cores_fp64_gflops']:.1f} GFLOP/s "
+            f"(FMA microbenchmark{bits}, best of {m['measurements']} run(s){busy})")
+
+
+def _blas_kernel_line(b: dict) -> str:
+    if not b:
+        return "  BLAS kernel   unknown (threadpoolctl not installed or no BLAS loaded)"
+    forced = (f"forced by {b['forced_by']}" if b.get("forced_by")
+              else "its own choice for this CPU (no variable forces one)")
+    return f"  BLAS kernel   {b.get('internal_api')} {b.get('architecture') or '?'}: {forced}"

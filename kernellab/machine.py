@@ -1,32 +1,40 @@
-"""This machine's CPU: model, cores, SIMD width, nominal peak FLOP/s, measured copy bandwidth
-and BLAS GEMM rate — the numbers a roofline (Williams, Waterman & Patterson, "Roofline",
-CACM 52(4), 2009) is drawn from.
+"""This machine's CPU: model, cores, SIMD width, peak FLOP/s (nominal and measured), measured
+copy bandwidth and BLAS GEMM rate — the numbers a roofline (Williams, Waterman & Patterson,
+"Roofline", CACM 52(4), 2009) is drawn from.
 
-Nominal peak = cores x FMA units x SIMD lanes x 2 (an FMA is two FLOPs) x GHz.
+Two peaks:
+
+* **measured peak** (:func:`measured_peak`): the best FMA throughput of a calibrated
+  microbenchmark (:mod:`kernellab.fma_peak`: independent FMA chains at the widest vector width
+  the JIT emits, one core and all cores, fp32 and fp64), cached per machine and software
+  version. This is the figure every "faster than the machine" limit and every "% of peak" uses.
+* **nominal peak** (:meth:`CPUInfo.peak_flops`): cores x FMA units x SIMD lanes x 2 (an FMA is
+  two FLOPs) x GHz, from what ``/proc`` reports. Shown beside the measured one, never used as a
+  limit: a VM may hide its boost clock (then it is too low), and Zen 4 executes a 512-bit FMA as
+  two 256-bit halves (then it is twice too high).
+
+For the nominal peak:
 
 * SIMD lanes come from the widest vector ISA the CPU reports (AVX-512: 512-bit registers,
   16 fp32 / 8 fp64 lanes; AVX2: 8 / 4; SSE or NEON: 4 / 2).
 * FMA units per core: 2 on current x86 server cores (Intel Skylake-SP Gold/Platinum and later;
   AMD Zen 1-5 — Intel 64 and IA-32 Architectures Optimization Reference Manual §2; AMD Software
-  Optimization Guide for Family 19h, §2.11). Zen 4 executes a 512-bit FMA as two 256-bit halves,
-  so for it this formula overstates the peak. Override with ``KERNELLAB_FMA_UNITS``.
-* GHz: the highest of cpufreq's ``cpuinfo_max_freq`` and ``/proc/cpuinfo``'s "cpu MHz"; a VM
-  may hide its boost clock, so there the figure can be *below* what the cores reach. Override
-  with ``KERNELLAB_CPU_GHZ``.
-
-The nominal peak is therefore an estimate: an upper bound on the course machine (Zen 4's 512-bit
-FMAs are double-pumped, which the formula does not count), possibly an underestimate elsewhere
-(hidden boost clocks, cores with more than 2 FMA units). Code that flags "faster than the
-machine" must not rely on it alone (the grader also compares with the BLAS measured in the
-same run).
+  Optimization Guide for Family 19h, §2.11). Override with ``KERNELLAB_FMA_UNITS``.
+* GHz: the highest of cpufreq's ``cpuinfo_max_freq`` and ``/proc/cpuinfo``'s "cpu MHz". Override
+  with ``KERNELLAB_CPU_GHZ`` (the measured peak ignores it).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -45,7 +53,7 @@ class CPUInfo:
         return self.simd_bits // (8 * np.dtype(dtype).itemsize)
 
     def peak_flops(self, dtype=np.float32, cores: int | None = None) -> float:
-        """Nominal peak FLOP/s of ``cores`` cores (default: all) in ``dtype``."""
+        """Nominal (from /proc, not measured) peak FLOP/s of ``cores`` cores (default: all) in ``dtype``."""
         cores = self.cores if cores is None else cores
         return cores * self.fma_units * self.lanes(dtype) * 2 * self.ghz * 1e9
 
@@ -54,6 +62,11 @@ class CPUInfo:
         cores = self.cores if cores is None else cores
         return (f"{cores} core{'s' if cores != 1 else ''} x {self.fma_units} FMA units x {self.lanes(dtype)} lanes "
                 f"x 2 x {self.ghz:.2f} GHz = {self.peak_flops(dtype, cores) / 1e9:.1f} GFLOP/s")
+
+    def flags(self) -> list[str]:
+        """The CPU's feature flags as /proc/cpuinfo lists them (sorted)."""
+        info = _cpuinfo()
+        return sorted(set(info.get("flags", info.get("Features", "")).split()))
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -133,6 +146,242 @@ def blas_gemm_flops(n: int = 1024, dtype=np.float32, repeats: int = 5) -> float:
         np.matmul(a, b, out=c)
         ts.append(time.perf_counter() - t0)
     return 2.0 * n**3 / float(np.median(ts))
+
+
+#: Environment variables that make a BLAS use another kernel than the one it would pick for
+#: this CPU (OpenBLAS README, "Runtime variables"; Intel oneMKL Developer Guide,
+#: "Instruction Set Specific Dispatching on Intel Architectures").
+BLAS_KERNEL_VARIABLES = {
+    "openblas": ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"),
+    "mkl": ("MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "MKL_DEBUG_CPU_TYPE"),
+}
+
+
+def blas_kernel() -> dict:
+    """numpy's BLAS as threadpoolctl sees it in this process: ``internal_api`` (openblas, mkl,
+    blis), ``version``, ``architecture`` (the kernel OpenBLAS chose, e.g. ``SkylakeX`` or
+    ``Haswell``; None where the library does not say) and ``forced_by``: the set variables of
+    :data:`BLAS_KERNEL_VARIABLES` that steer its choice, as ``NAME=value`` text (empty: none).
+    Empty dict when threadpoolctl is not installed or no BLAS is loaded."""
+    import numpy  # noqa: F401  (loads the BLAS)
+
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return {}
+    libs = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    if not libs:
+        return {}
+    lib = libs[0]
+    api = str(lib.get("internal_api") or "")
+    forced = [f"{k}={os.environ[k]}" for k in BLAS_KERNEL_VARIABLES.get(api, ())
+              if os.environ.get(k)]
+    return {"internal_api": api, "version": lib.get("version"),
+            "architecture": lib.get("architecture"), "forced_by": ", ".join(forced)}
+
+
+# ------------------------------------------------------------------------------------------------
+# Measured peak
+
+#: The factor by which a timed call may exceed the measured peak before a grader calls it
+#: implausible ("the timer was cheated"). The peak is the best of short repetitions, measured
+#: at another moment than the call: what can make an honest kernel faster than it is a higher
+#: clock during the call (boost clocks move with load and temperature; x86 server parts boost
+#: one core well above the all-core clock — vendor data sheets) or a peak measured on a busy
+#: machine. 1.5 leaves the call half again above the measured peak; a cheated timer (a cached
+#: result, work done outside the call) reads many times faster.
+PEAK_MARGIN = 1.5
+
+#: Bumped when the microbenchmark changes, so that cached results of an older one are not used.
+PEAK_VERSION = 1
+#: A measurement during which other processes kept more than this fraction of the machine busy
+#: is provisional: later calls measure again (at most ``PEAK_MAX_TRIES`` in all) and keep the
+#: best. Interference only lowers a peak, so the best over measurements is the upper bound.
+PEAK_BUSY = 0.10
+PEAK_MAX_TRIES = 3
+
+
+@dataclass(frozen=True)
+class MeasuredPeak:
+    """FMA peak FLOP/s as measured by :mod:`kernellab.fma_peak`: ``one_core`` and ``all_cores``
+    (``threads`` threads) per dtype name (``"float32"``, ``"float64"``), ``vector_bits`` the
+    widest FMA register width in the kernel's assembly (None if not x86), ``quiet`` False when
+    every measurement so far ran on a busy machine, ``source`` the cache file."""
+
+    one_core: dict
+    all_cores: dict
+    threads: int
+    vector_bits: int | None
+    measurements: int
+    quiet: bool
+    source: str
+
+    def flops(self, dtype=np.float32, cores: int | None = None) -> float:
+        """Measured peak FLOP/s of ``cores`` cores (default: all) in ``dtype``."""
+        name = np.dtype(dtype).name
+        cores = self.threads if cores is None else cores
+        if cores <= 1:
+            return self.one_core[name]
+        if cores >= self.threads:
+            return self.all_cores[name]
+        return min(self.all_cores[name], cores * self.one_core[name])
+
+    def describe(self, dtype=np.float32, cores: int | None = None) -> str:
+        """E.g. ``measured FMA peak, 1 core: 116.0 GFLOP/s (float32, 512-bit vectors)``."""
+        cores = self.threads if cores is None else min(cores, self.threads)
+        bits = f", {self.vector_bits}-bit vectors" if self.vector_bits else ""
+        return (f"measured FMA peak, {cores} core{'s' if cores != 1 else ''}: "
+                f"{self.flops(dtype, cores) / 1e9:.1f} GFLOP/s ({np.dtype(dtype).name}{bits})")
+
+
+def _peak_key(info: CPUInfo) -> dict:
+    import importlib.metadata as md
+
+    from kernellab import codegen
+
+    def version(dist):
+        try:
+            return md.version(dist)
+        except md.PackageNotFoundError:  # pragma: no cover
+            return "?"
+    return {"model": info.model, "flags": info.flags(), "cores": info.cores,
+            "numba": version("numba"), "llvmlite": version("llvmlite"),
+            "codegen": codegen.settings("fast_gemm"), "version": PEAK_VERSION}
+
+
+def peak_cache_path(info: CPUInfo | None = None) -> Path:
+    """Where :func:`measured_peak` keeps its result for this machine and software version:
+    ``<kernellab.codegen.cache_base()>/fma-peak-<hash>.json``."""
+    from kernellab import codegen
+
+    key = _peak_key(info or cpu_info())
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    return Path(codegen.cache_base()) / f"fma-peak-{digest}.json"
+
+
+def _busy_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs from /proc/stat; (0, 0) where it cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return sum(v[:8]) - idle, sum(v[:8])
+
+
+def _run_microbenchmark(info: CPUInfo) -> dict:
+    """One measurement in a subprocess under the fast_gemm profile's CPU features (the widest
+    vectors), with ``background``: the fraction of the machine other processes used meanwhile."""
+    import resource
+
+    from kernellab import codegen
+
+    env = codegen.env("fast_gemm")
+    env["NUMBA_NUM_THREADS"] = str(info.cores)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    busy0, total0 = _busy_jiffies()
+    own0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run([sys.executable, "-m", "kernellab.fma_peak", str(info.cores)],
+                       capture_output=True, text=True, env=env, cwd=root, timeout=300)
+    own1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy1, total1 = _busy_jiffies()
+    if r.returncode != 0:
+        raise RuntimeError(f"the FMA microbenchmark failed: {r.stderr.strip()[-500:]}")
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    own = (own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime) * hz
+    out["background"] = (max(0.0, (busy1 - busy0) - own) / (total1 - total0)
+                         if total1 > total0 else 0.0)
+    return out
+
+
+def measured_peak(refresh: bool | None = None) -> MeasuredPeak | None:
+    """This machine's measured FMA peak (:class:`MeasuredPeak`), from the cache
+    (:func:`peak_cache_path`) or measured now (a subprocess; a few seconds, once per machine and
+    software version).
+
+    ``KERNELLAB_PEAK``: ``off`` returns None (callers fall back to the nominal peak and say so);
+    ``remeasure`` (or ``refresh=True``) measures again and keeps the best with the cached
+    result. A measurement during which other processes kept the machine busy is provisional
+    (see :data:`PEAK_BUSY`). Returns None, with a warning on stderr, if the microbenchmark fails.
+    """
+    mode = os.environ.get("KERNELLAB_PEAK", "").strip().lower()
+    if mode == "off":
+        return None
+    if refresh is None:
+        refresh = mode == "remeasure"
+    info = cpu_info()
+    path = peak_cache_path(info)
+    data = None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    if data is not None and not isinstance(data, dict) or data and "runs" not in data:
+        data = None
+    runs = list(data["runs"]) if data else []
+    quiet = any(run.get("background", 1.0) <= PEAK_BUSY for run in runs)
+    if refresh or not runs or (not quiet and len(runs) < PEAK_MAX_TRIES):
+        try:
+            runs.append(_run_microbenchmark(info))
+        except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as exc:
+            print(f"kernellab: {exc}", file=sys.stderr)
+            if not runs:
+                return None
+        else:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps({"key": _peak_key(info), "runs": runs}, indent=1))
+                os.replace(tmp, path)
+            except OSError:
+                pass
+    names = ("float32", "float64")
+    best = lambda kind, n: max(run[n][kind] for run in runs)  # noqa: E731
+    bits = [run["float32"].get("vector_bits") for run in runs if run["float32"].get("vector_bits")]
+    return MeasuredPeak(one_core={n: best("one_core_flops", n) for n in names},
+                        all_cores={n: best("all_cores_flops", n) for n in names},
+                        threads=int(runs[-1]["threads"]), vector_bits=max(bits) if bits else None,
+                        measurements=len(runs),
+                        quiet=any(run.get("background", 1.0) <= PEAK_BUSY for run in runs),
+                        source=str(path))
+
+
+@dataclass(frozen=True)
+class SpeedLimit:
+    """The fastest rate a timed call may show: ``gflops``, and ``text`` saying what it is."""
+
+    gflops: float
+    text: str
+
+
+def speed_limit(dtype=np.float32, cores: int = 1, factor: float = 1.0,
+                witness_gflops: float = 0.0, witness: str = "",
+                unit: str = "GFLOP/s") -> SpeedLimit:
+    """:data:`PEAK_MARGIN` x ``factor`` x the larger of this machine's measured peak for
+    ``cores`` cores in ``dtype`` (:func:`measured_peak`) and ``witness_gflops`` (a rate
+    measured in the same run, e.g. the BLAS's fastest call; named ``witness``). ``factor``:
+    how many times the peak's rate the algorithm may show (e.g. effective FLOPs of a fast
+    algorithm); ``unit`` names the limit's unit in the text. Without a measured peak
+    (``KERNELLAB_PEAK=off`` or a failed measurement) the nominal peak stands in, and the text
+    says so."""
+    info = cpu_info()
+    cores = max(1, min(cores, info.cores))
+    mp = measured_peak()
+    if mp is not None:
+        peak, what = mp.flops(dtype, cores) / 1e9, mp.describe(dtype, cores)
+    else:
+        peak = info.peak_flops(dtype, cores) / 1e9
+        what = f"nominal peak, no measured one: {info.formula(dtype, cores)}"
+    base, basis = peak, what
+    if witness_gflops > peak:
+        base, basis = witness_gflops, f"{witness} ({witness_gflops:.1f} GFLOP/s), above the {what}"
+    limit = round(PEAK_MARGIN * factor * base, 1)
+    times = f"{factor:g} x " if factor != 1 else ""
+    return SpeedLimit(limit, f"{PEAK_MARGIN:g} (margin for clock changes) x {times}{basis} = "
+                             f"{limit:.1f} {unit}")
 
 
 # ------------------------------------------------------------------------------------------------
