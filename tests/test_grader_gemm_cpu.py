@@ -73,7 +73,7 @@ def test_usage_errors_are_plain_and_exit_2(tmp_path):
     assert r.returncode == 2 and "hidden-case file" in r.stderr and "Traceback" not in r.stderr
     bad.write_text(json.dumps({"cases": [{"M": 0, "N": 1, "K": 1}]}))
     r = cli("grade", "gemm-cpu", str(SOLUTION), "--hidden", str(bad))
-    assert r.returncode == 2 and "M, N, K >= 1" in r.stderr
+    assert r.returncode == 2 and "hidden case 0: M must be >= 1, not 0" in r.stderr
 
 
 def test_missing_file_and_notebook_without_solution_cells(tmp_path):
@@ -141,20 +141,61 @@ def test_correctness_only_grading_of_the_solution_passes_out_of_60():
     assert "correctness only" in rep.to_text()
 
 
-def test_plausibility_rule_fails_a_kernel_faster_than_the_machine():
-    from grader.labs.gemm_cpu import GemmCPU
+def _peak(monkeypatch, one_core_gflops):
+    """perf_rules with a fixed measured one-core fp32 peak (the rules' arithmetic only)."""
+    from kernellab import machine
 
+    f = one_core_gflops * 1e9
+    peak = machine.MeasuredPeak(one_core={"float32": f, "float64": f / 2},
+                                all_cores={"float32": 2 * f, "float64": f}, threads=2,
+                                vector_bits=512, measurements=1, quiet=True, source="test")
+    monkeypatch.setattr(machine, "measured_peak", lambda refresh=None: peak)
+
+
+def test_plausibility_rule_fails_a_kernel_faster_than_the_machine(monkeypatch):
+    from grader.labs.gemm_cpu import GemmCPU
+    from kernellab.machine import PEAK_MARGIN
+
+    _peak(monkeypatch, 250.0)
     base = {"speedup_naive": [100.0] * 5, "fraction_numpy": [0.9] * 5,
             "gflops_numpy": [190.0] * 5, "gflops_naive": [1.0] * 5, "gflops_small": [90.0] * 5,
-            "peak_gflops": 332.0, "peak_formula": "test"}
-    honest = GemmCPU().perf_rules({**base, "gflops": [170.0] * 5})
+            "peak_gflops": 166.0, "peak_formula": "test"}
+    honest = GemmCPU().perf_rules({**base, "gflops": [230.0] * 5})
     assert all(r.passed for r in honest)
     cheat = GemmCPU().perf_rules({**base, "gflops": [170.0] * 4 + [5000.0]})
     rule = next(r for r in cheat if r.name == "fastest timed call is plausible")
-    assert not rule.passed and rule.measured == 5000.0 and rule.threshold == 332.0
-    # an underestimated nominal peak (hidden boost clock) never fails an honest fast kernel
-    low_peak = GemmCPU().perf_rules({**base, "peak_gflops": 100.0, "gflops": [180.0] * 5})
-    assert all(r.passed for r in low_peak)
+    assert not rule.passed and rule.measured == 5000.0 and rule.threshold == PEAK_MARGIN * 250
+    assert "measured FMA peak" in rule.detail
+    # /proc's clock (the nominal peak) moves nothing: a VM hiding its boost clock, or
+    # KERNELLAB_CPU_GHZ far too low, never fails an honest fast kernel
+    low = GemmCPU().perf_rules({**base, "peak_gflops": 20.0, "gflops": [230.0] * 5})
+    assert all(r.passed for r in low)
+    # a measured peak somehow too low: numpy's fastest call in the same run is the witness
+    _peak(monkeypatch, 100.0)
+    witnessed = GemmCPU().perf_rules({**base, "gflops": [250.0] * 5})
+    rule = next(r for r in witnessed if r.name == "fastest timed call is plausible")
+    assert rule.passed and rule.threshold == PEAK_MARGIN * 190 and "numpy" in rule.detail
+
+
+def test_fraction_of_numpy_has_one_meaning_whatever_kernel_openblas_runs(monkeypatch):
+    """OpenBLAS's own kernel (235 GFLOP/s on a 250 GFLOP/s core) or a forced AVX2 one (126):
+    the baseline is floored at NUMPY_FLOOR_OF_PEAK x the measured peak, so a kernel at 190
+    passes and one at 45 (plain ikj) fails both ways."""
+    from grader.labs.gemm_cpu import MIN_FRACTION_NUMPY, NUMPY_FLOOR_OF_PEAK, GemmCPU
+
+    _peak(monkeypatch, 250.0)
+    floor = NUMPY_FLOOR_OF_PEAK * 250.0
+    for numpy_gflops in (235.0, 126.0):
+        for sub, passes in ((190.0, True), (45.0, False)):
+            m = {"speedup_naive": [100.0] * 5, "fraction_numpy": [sub / numpy_gflops] * 5,
+                 "gflops": [sub] * 5, "gflops_cpu": [sub] * 5,
+                 "gflops_numpy": [numpy_gflops] * 5, "gflops_naive": [1.0] * 5,
+                 "gflops_small": [90.0] * 5, "peak_gflops": 166.0, "peak_formula": "test"}
+            rule = next(r for r in GemmCPU().perf_rules(m)
+                        if r.name == "fraction of numpy.matmul (OpenBLAS)")
+            assert rule.passed is passes, (numpy_gflops, sub, rule)
+            assert rule.measured == pytest.approx(sub / max(numpy_gflops, floor))
+            assert ("the floor" in rule.detail) is (numpy_gflops < floor)
 
 
 def test_tail_bug_is_located_on_the_last_tile_row():
