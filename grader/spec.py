@@ -18,12 +18,131 @@ from pathlib import Path
 import numpy as np
 
 
-def whole_number(v) -> int:
-    """An integer case parameter from a hidden-case file: 17 or "17", never True, 1.5 or "1e3".
-    Raises ValueError (or TypeError, OverflowError) otherwise."""
-    if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
-        raise ValueError(v)
-    return int(v)
+# --------------------------------------------------------------------- hidden-case parameters
+# One meaning for a hidden-case file in every lab. A case is a JSON object of parameters; each
+# lab declares its parameters once (name -> Whole, Flag or OneOf) and parses every case with
+# :func:`parse_hidden_case`. The rules, the same everywhere:
+#   * integers: a JSON integer literal only (17). Never true/false, never a number with a
+#     fraction or exponent (1.9, 17.0, 1e3), never a string ("17");
+#   * booleans: JSON true or false only (never 0/1, "true" or "yes");
+#   * strings: one of the listed choices, spelt exactly (case matters);
+#   * a missing parameter takes its default, or is an error where it has none; a parameter the
+#     lab does not know is an error (a misspelt key would otherwise be silently dropped).
+# Every error is a ValueError "hidden case <i>: <parameter> ..." in plain words.
+
+_REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Whole:
+    """An integer parameter in [lo, hi] (hi None: no upper bound), or one of ``choices``."""
+
+    lo: int = 1
+    hi: int | None = None
+    default: object = _REQUIRED
+    choices: tuple = ()
+
+    def describe(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(str(c) for c in self.choices)
+        return f"an integer >= {self.lo}" + ("" if self.hi is None else f" and <= {self.hi}")
+
+    def parse(self, name: str, v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"{name} must be an integer (a JSON number with no fraction, "
+                             f"exponent or quotes, e.g. 17), not {_json(v)}")
+        if self.choices and v not in self.choices:
+            raise ValueError(f"{name} must be {self.describe()}, not {v}")
+        if v < self.lo:
+            raise ValueError(f"{name} must be >= {self.lo}, not {v}")
+        if self.hi is not None and v > self.hi:
+            raise ValueError(f"{name} must be <= {self.hi}, not {v}")
+        return v
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A boolean parameter: JSON true or false."""
+
+    default: object = _REQUIRED
+
+    def describe(self) -> str:
+        return "true or false"
+
+    def parse(self, name: str, v):
+        if not isinstance(v, bool):
+            raise ValueError(f"{name} must be true or false (JSON booleans), not {_json(v)}")
+        return v
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """A string parameter: one of ``choices``, spelt exactly."""
+
+    choices: tuple
+    default: object = _REQUIRED
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(_json(c) for c in self.choices)
+
+    def parse(self, name: str, v):
+        if not isinstance(v, str) or v not in self.choices:
+            raise ValueError(f"{name} must be {self.describe()}, not {_json(v)}")
+        return v
+
+
+def _json(v) -> str:
+    """``v`` as it reads in the JSON file (true, "17", 1.9), shortened."""
+    try:
+        text = json.dumps(v, allow_nan=True)
+    except (TypeError, ValueError):
+        text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def hidden_case_error(index: int, message: str) -> ValueError:
+    """The error of hidden case ``index`` (its position in the file, from 0), in plain words."""
+    return ValueError(f"hidden case {index}: {message}")
+
+
+def parse_hidden_case(index: int, raw, params: dict, *, by: str | None = None,
+                      variants: dict | None = None) -> dict:
+    """The parameters of hidden case ``index`` (``raw``: the JSON object) under the schema
+    ``params`` (name -> :class:`Whole`, :class:`Flag` or :class:`OneOf`). A lab with several
+    functions selects by the string parameter ``by`` (e.g. "fn"), whose value names one of
+    ``variants`` (value -> that variant's extra parameters). Returns every declared parameter
+    (defaults filled in), in declaration order. Raises ValueError naming the case and the
+    parameter (the rules: the comment above)."""
+    if not isinstance(raw, dict):
+        raise hidden_case_error(index, "expected an object of parameters such as "
+                                       f'{{"M": 64, ...}}, not {_json(raw)}')
+    schema = dict(params)
+    if by is not None:
+        sel = OneOf(tuple(variants))
+        if by not in raw:
+            raise hidden_case_error(index, f"missing parameter {by} ({sel.describe()})")
+        try:
+            which = sel.parse(by, raw[by])
+        except ValueError as exc:
+            raise hidden_case_error(index, str(exc)) from None
+        schema = {by: sel, **schema, **variants[which]}
+    unknown = [k for k in raw if k not in schema]
+    if unknown:
+        raise hidden_case_error(index, f"unknown parameter {_json(unknown[0])} (this lab's "
+                                       f"parameters are {', '.join(schema)})")
+    out = {}
+    for name, kind in schema.items():
+        if name not in raw:
+            if kind.default is _REQUIRED:
+                raise hidden_case_error(index, f"missing parameter {name} "
+                                               f"({kind.describe()})")
+            out[name] = kind.default
+            continue
+        try:
+            out[name] = kind.parse(name, raw[name])
+        except ValueError as exc:
+            raise hidden_case_error(index, str(exc)) from None
+    return out
 
 
 @dataclass(frozen=True)

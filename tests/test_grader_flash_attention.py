@@ -334,7 +334,7 @@ def test_hidden_cases_from_a_seed_and_a_file(tmp_path):
     for c in seeded:
         assert spec._validate(c.params) == c.params
     f = tmp_path / "h.json"
-    f.write_text(json.dumps({"seed": 1, "cases": [{"N": "33", "d": 64, "causal": "true"}]}))
+    f.write_text(json.dumps({"seed": 1, "cases": [{"N": 33, "d": 64, "causal": True}]}))
     (c,) = [c for c in spec.cases(HiddenCases.load(f)) if c.hidden]
     assert c.params == {"B": 1, "H": 1, "N": 33, "d": 64, "dtype": "float32", "causal": True,
                         "kind": "normal"}

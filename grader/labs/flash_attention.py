@@ -109,7 +109,8 @@ from grader.labs._cuda import (
     planned_arrays_problem, total_counters, traffic_summary, with_atomic_reads, work_problem,
 )
 from grader.labs._gemm import case_seed
-from grader.spec import Case, CaseData, HiddenCases, RuleResult, whole_number
+from grader.spec import (Case, CaseData, HiddenCases, Flag, OneOf, RuleResult, Whole,
+                         hidden_case_error, parse_hidden_case)
 from kernellab.numerics import compare, flash_attention_rule
 from reference_kernels.attention import attention_golden, fused_rounding_bound, plain_error
 
@@ -280,7 +281,7 @@ class FlashAttention(CudaLab):
             name = self._name(p)
             out.append(Case(name, p, case_seed(VISIBLE_SEED, name)))
         for i, p in enumerate(hidden.cases):
-            p = self._validate(p)
+            p = self._validate(p, i)
             name = f"hidden{i} {self._name(p)}"
             out.append(Case(name, p, case_seed(hidden.seed or 0, name), hidden=True))
         if hidden.seed is not None and not hidden.cases:
@@ -298,30 +299,20 @@ class FlashAttention(CudaLab):
         return out
 
     @staticmethod
-    def _validate(p: dict) -> dict:
-        def flag(v) -> bool:        # true/false, 1/0, "true"/"false"; never 1.0 or "yes"
-            if isinstance(v, bool):
-                return v
-            if isinstance(v, int) and v in (0, 1):
-                return bool(v)
-            if isinstance(v, str) and v.lower() in ("true", "false"):
-                return v.lower() == "true"
-            raise ValueError(v)
-
-        try:
-            B, H, N, d = (whole_number(p.get(k, 1)) for k in ("B", "H", "N", "d"))
-            dt = str(p.get("dtype", "float32"))
-            causal = flag(p.get("causal", False))
-            kind = str(p.get("kind", "normal"))
-        except (TypeError, ValueError, OverflowError, AttributeError):
-            raise ValueError(f"hidden case {p!r}: needs integer B, H, N, d, a dtype, causal "
-                             "true/false and a kind") from None
-        if (min(B, H, N) < 1 or d not in HEAD_DIMS or dt not in DTYPES or kind not in KINDS
-                or B * H * N * N * d > MAX_HIDDEN_WORK or B * H > MAX_HIDDEN_HEADS):
-            raise ValueError(f"hidden case {p!r}: B, H, N >= 1, d in {HEAD_DIMS}, dtype in "
-                             f"{DTYPES}, kind in {KINDS}, B*H*N*N*d <= {MAX_HIDDEN_WORK}, "
-                             f"B*H <= {MAX_HIDDEN_HEADS}")
-        return {"B": B, "H": H, "N": N, "d": d, "dtype": dt, "causal": causal, "kind": kind}
+    def _validate(p: dict, i: int = 0) -> dict:
+        """Hidden case ``i``'s parameters (grader.spec.parse_hidden_case), within the
+        simulator's cost caps. Raises ValueError in plain words."""
+        q = parse_hidden_case(i, p, {
+            "B": Whole(default=1), "H": Whole(default=1), "N": Whole(),
+            "d": Whole(choices=HEAD_DIMS), "dtype": OneOf(DTYPES, "float32"),
+            "causal": Flag(False), "kind": OneOf(KINDS, "normal")})
+        B, H, N, d = q["B"], q["H"], q["N"], q["d"]
+        if B * H * N * N * d > MAX_HIDDEN_WORK:
+            raise hidden_case_error(i, f"needs B*H*N*N*d <= {MAX_HIDDEN_WORK} (the simulator "
+                                       f"runs every thread), not {B * H * N * N * d}")
+        if B * H > MAX_HIDDEN_HEADS:
+            raise hidden_case_error(i, f"needs B*H <= {MAX_HIDDEN_HEADS}, not {B * H}")
+        return q
 
     def case_data(self, case: Case) -> CaseData:
         p = case.params

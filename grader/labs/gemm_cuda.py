@@ -92,7 +92,8 @@ from grader.labs._cuda import (
     modelled_seconds, planned_arrays_problem, total_counters, traffic_summary, unchecked_problem,
 )
 from grader.labs._gemm import case_seed, gemm_case_data, gemm_check, probably_correct
-from grader.spec import Case, CaseData, HiddenCases, RuleResult
+from grader.spec import (Case, CaseData, HiddenCases, OneOf, RuleResult, Whole,
+                         hidden_case_error, parse_hidden_case)
 
 DTYPE = "float32"
 VISIBLE_SHAPES = [  # (M, N, K): no side a multiple of 8, 16 or 32 except the 1s; K over tiles
@@ -153,7 +154,7 @@ class GemmCUDA(CudaLab):
             out.append(Case(name, {"M": m, "N": n, "K": k, "dtype": DTYPE},
                             case_seed(VISIBLE_SEED, name)))
         for i, p in enumerate(hidden.cases):
-            p = self._validate(p)
+            p = self._validate(p, i)
             name = f"hidden{i} {p['M']}x{p['N']}x{p['K']}"
             out.append(Case(name, p, case_seed(hidden.seed or 0, name), hidden=True))
         if hidden.seed is not None and not hidden.cases:
@@ -166,16 +167,16 @@ class GemmCUDA(CudaLab):
         return out
 
     @staticmethod
-    def _validate(p: dict) -> dict:
-        try:
-            m, n, k = int(p["M"]), int(p["N"]), int(p["K"])
-            dt = str(p.get("dtype", DTYPE))
-        except (KeyError, TypeError, ValueError, OverflowError):
-            raise ValueError(f"hidden case {p!r}: needs integer M, N, K (dtype float32)") from None
-        if min(m, n, k) < 1 or dt != DTYPE or m * n * k > MAX_HIDDEN_MNK:
-            raise ValueError(f"hidden case {p!r}: M, N, K >= 1, M*N*K <= {MAX_HIDDEN_MNK} (the "
-                             "simulator runs about 2.5 µs a memory access), dtype float32")
-        return {"M": m, "N": n, "K": k, "dtype": dt}
+    def _validate(p: dict, i: int = 0) -> dict:
+        """Hidden case ``i``'s parameters (grader.spec.parse_hidden_case), within the
+        simulator's cost cap. Raises ValueError in plain words."""
+        q = parse_hidden_case(i, p, {"M": Whole(), "N": Whole(), "K": Whole(),
+                                     "dtype": OneOf((DTYPE,), DTYPE)})
+        if q["M"] * q["N"] * q["K"] > MAX_HIDDEN_MNK:
+            raise hidden_case_error(i, f"needs M*N*K <= {MAX_HIDDEN_MNK} (the simulator runs "
+                                       f"about 2.5 µs a memory access), not "
+                                       f"{q['M'] * q['N'] * q['K']}")
+        return q
 
     def case_data(self, case: Case) -> CaseData:
         return gemm_case_data(case)

@@ -53,7 +53,8 @@ import numpy as np
 from grader.labs._gemm import case_seed
 from grader.labs._npu import (CARD, ONE_CORE, SIMULATOR_INTERNALS, NPULab, capture_dict,
                               last_launch, npu_call, run_summary, total_cycles)
-from grader.spec import Case, CaseData, HiddenCases, RuleResult
+from grader.spec import (Case, CaseData, HiddenCases, RuleResult, Whole, hidden_case_error,
+                         parse_hidden_case)
 from kernellab.npu import asc
 from kernellab.npu.asc import TPosition as P
 from kernellab.numerics import KAware, compare
@@ -165,7 +166,7 @@ class NPUMatmul(NPULab):
             name = f"{m}x{n}x{k}"
             out.append(Case(name, {"M": m, "N": n, "K": k}, case_seed(VISIBLE_SEED, name)))
         for i, p in enumerate(hidden.cases):
-            p = self._validate(p)
+            p = self._validate(p, i)
             name = f"hidden{i} {p['M']}x{p['N']}x{p['K']}"
             out.append(Case(name, p, case_seed(hidden.seed or 0, name), hidden=True))
         if hidden.seed is not None and not hidden.cases:
@@ -179,15 +180,15 @@ class NPUMatmul(NPULab):
         return out
 
     @staticmethod
-    def _validate(p: dict) -> dict:
-        try:
-            m, n, k = int(p["M"]), int(p["N"]), int(p["K"])
-        except (KeyError, TypeError, ValueError, OverflowError):
-            raise ValueError(f"hidden case {p!r}: needs integer M, N, K") from None
-        if min(m, n, k) < 1 or m * k + k * n + m * n > MAX_HIDDEN_ELEMENTS:
-            raise ValueError(f"hidden case {p!r}: M, N, K >= 1 and M*K + K*N + M*N <= "
-                             f"{MAX_HIDDEN_ELEMENTS}")
-        return {"M": m, "N": n, "K": k}
+    def _validate(p: dict, i: int = 0) -> dict:
+        """Hidden case ``i``'s parameters (grader.spec.parse_hidden_case), within the size
+        cap. Raises ValueError in plain words."""
+        q = parse_hidden_case(i, p, {"M": Whole(), "N": Whole(), "K": Whole()})
+        m, n, k = q["M"], q["N"], q["K"]
+        if m * k + k * n + m * n > MAX_HIDDEN_ELEMENTS:
+            raise hidden_case_error(i, f"needs M*K + K*N + M*N <= {MAX_HIDDEN_ELEMENTS}, not "
+                                       f"{m * k + k * n + m * n}")
+        return q
 
     def case_data(self, case: Case) -> CaseData:
         p = case.params

@@ -60,7 +60,8 @@ import numpy as np
 from grader.labs._gemm import case_seed
 from grader.labs._npu import (CARD, ONE_CORE, SIMULATOR_INTERNALS, NPULab, capture_dict,
                               last_launch, npu_call, run_summary, total_cycles)
-from grader.spec import Case, CaseData, HiddenCases, RuleResult
+from grader.spec import (Case, CaseData, HiddenCases, OneOf, RuleResult, Whole,
+                         parse_hidden_case)
 from kernellab.npu import asc
 from kernellab.npu.asc import TPosition as P
 from kernellab.numerics import compare
@@ -179,7 +180,7 @@ class NPUVectorAdd(NPULab):
         out.append(Case(name, {"n": SPECIAL_N, "kind": "special"},
                         case_seed(VISIBLE_SEED, name)))
         for i, p in enumerate(hidden.cases):
-            p = self._validate(p)
+            p = self._validate(p, i)
             name = f"hidden{i} n={p['n']}" + (" special" if p["kind"] == "special" else "")
             out.append(Case(name, p, case_seed(hidden.seed or 0, name), hidden=True))
         if hidden.seed is not None and not hidden.cases:
@@ -193,17 +194,11 @@ class NPUVectorAdd(NPULab):
         return out
 
     @staticmethod
-    def _validate(p: dict) -> dict:
-        try:
-            n = int(p["n"])
-            kind = str(p.get("kind", "normal"))
-        except (KeyError, TypeError, ValueError, OverflowError):
-            raise ValueError(f"hidden case {p!r}: needs an integer n (kind: normal or "
-                             "special)") from None
-        if not 1 <= n <= MAX_HIDDEN_N or kind not in ("normal", "special"):
-            raise ValueError(f"hidden case {p!r}: 1 <= n <= {MAX_HIDDEN_N}, kind normal or "
-                             "special")
-        return {"n": n, "kind": kind}
+    def _validate(p: dict, i: int = 0) -> dict:
+        """Hidden case ``i``'s parameters (grader.spec.parse_hidden_case). Raises ValueError
+        in plain words."""
+        return parse_hidden_case(i, p, {"n": Whole(hi=MAX_HIDDEN_N),
+                                        "kind": OneOf(("normal", "special"), "normal")})
 
     def case_data(self, case: Case) -> CaseData:
         p = case.params

@@ -87,7 +87,8 @@ from grader.labs._cuda import (
     work_problem,
 )
 from grader.labs._gemm import case_seed
-from grader.spec import Case, CaseData, HiddenCases, RuleResult, whole_number
+from grader.spec import (Case, CaseData, HiddenCases, OneOf, RuleResult, Whole,
+                         hidden_case_error, parse_hidden_case)
 from kernellab.numerics import KAware, RowSoftmax, compare
 from reference_kernels.reductions import row_sum_golden, softmax_golden, softmax_shift
 
@@ -202,7 +203,7 @@ class SoftmaxCUDA(CudaLab):
                 out.append(Case(name, {"fn": "softmax", "M": m, "N": n, "dtype": dt,
                                        "kind": kind}, case_seed(VISIBLE_SEED, name)))
         for i, p in enumerate(hidden.cases):
-            p = self._validate(p)
+            p = self._validate(p, i)
             name = f"hidden{i} {p['fn']} {p['dtype']} {p['M']}x{p['N']}"
             out.append(Case(name, p, case_seed(hidden.seed or 0, name), hidden=True))
         if hidden.seed is not None and not hidden.cases:
@@ -217,23 +218,16 @@ class SoftmaxCUDA(CudaLab):
         return out
 
     @staticmethod
-    def _validate(p: dict) -> dict:
-        try:
-            fn = str(p["fn"])
-            m, n = whole_number(p["M"]), whole_number(p["N"])
-            dt = str(p.get("dtype", "float32"))
-            kind = str(p.get("kind", "normal"))
-        except (KeyError, TypeError, ValueError, OverflowError):
-            raise ValueError(f"hidden case {p!r}: needs fn (row_sum/softmax), integer M and N, "
-                             "dtype float32/float16, kind for softmax") from None
-        if (fn not in ("row_sum", "softmax") or min(m, n) < 1 or dt not in DTYPES
-                or kind not in KINDS or m * n > MAX_HIDDEN_ELEMENTS):
-            raise ValueError(f"hidden case {p!r}: fn row_sum or softmax, M, N >= 1, "
-                             f"M*N <= {MAX_HIDDEN_ELEMENTS}, dtype in {DTYPES}, kind in {KINDS}")
-        out = {"fn": fn, "M": m, "N": n, "dtype": dt}
-        if fn == "softmax":
-            out["kind"] = kind
-        return out
+    def _validate(p: dict, i: int = 0) -> dict:
+        """Hidden case ``i``'s parameters (grader.spec.parse_hidden_case), within the
+        simulator's cost cap. Raises ValueError in plain words."""
+        common = {"M": Whole(), "N": Whole(), "dtype": OneOf(DTYPES, "float32")}
+        q = parse_hidden_case(i, p, common, by="fn", variants={
+            "row_sum": {}, "softmax": {"kind": OneOf(KINDS, "normal")}})
+        if q["M"] * q["N"] > MAX_HIDDEN_ELEMENTS:
+            raise hidden_case_error(i, f"needs M*N <= {MAX_HIDDEN_ELEMENTS} (the simulator "
+                                       f"runs a few µs a memory access), not {q['M'] * q['N']}")
+        return q
 
     def case_data(self, case: Case) -> CaseData:
         p = case.params
