@@ -312,3 +312,233 @@ def test_phase_b_deadlock_names_the_pipe_heads():
 def test_every_error_class_subclasses_npu_error():
     for name in errors.__all__:
         assert issubclass(getattr(errors, name), errors.NPUError)
+
+
+# ---- TBuf shared between pipes: the ordering check and the timing that honours it ------------
+def _events(res, op, pipe):
+    return [e for e in res.trace.events if e.op == op and e.pipe == pipe]
+
+
+def tbuf_vec(bad=None):
+    """x -> TBuf (MTE2) -> adds 1 (V) -> VECOUT -> z, ordered by a barrier unless ``bad``."""
+
+    @asc.kernel(core="aiv")
+    def k(x, z):
+        pipe = asc.TPipe()
+        tb = asc.TBuf(P.VECIN)
+        qo = asc.TQue(P.VECOUT, 1)
+        pipe.init_buffer(tb, N * 2)
+        pipe.init_buffer(qo, 1, N * 2)
+        a = tb.get(asc.half)
+        asc.data_copy(a, x, N)
+        if bad != "no_barrier":
+            asc.pipe_barrier(asc.PIPE_ALL)
+        c = qo.alloc_tensor(asc.half)
+        asc.adds(c, a, 1.0, N)
+        if bad == "overwrite":
+            asc.data_copy(a, x, N)  # BUG: MTE2 refills the TBuf V just read, unordered
+        qo.enque(c)
+        c = qo.deque()
+        asc.data_copy(z, c, N)
+        qo.free_tensor(c)
+    return k
+
+
+def test_tbuf_read_after_write_across_pipes_needs_ordering():
+    msg = trips(errors.DataRaceError, tbuf_vec("no_barrier"), line="asc.adds(c, a, 1.0, N)")
+    # both pipes, both calls, both source lines (with their code)
+    assert "V reads them in adds" in msg and "MTE2 wrote them in data_copy" in msg, msg
+    assert "asc.data_copy(a, x, N)" in msg and msg.count("test_npu_errors.py:") == 2, msg
+    assert "pipe_barrier(asc.PIPE_ALL)" in msg and errors.DataRaceError.kind == "data-race"
+    z = np.zeros(N, np.float16)
+    res = run(tbuf_vec(), _x(), z)
+    np.testing.assert_array_equal(z, _x() + 1)
+    # the timing waits for the producer: the add starts after the copy's data is visible
+    (cp,), (add,) = [e for e in _events(res, "data_copy", "MTE2")], _events(res, "adds", "V")
+    assert add.start >= cp.visible > cp.end
+
+
+def test_tbuf_write_after_read_across_pipes_needs_ordering():
+    msg = trips(errors.DataRaceError, tbuf_vec("overwrite"), line="asc.data_copy(a, x, N)")
+    assert "MTE2 writes them in data_copy" in msg and "V read them in adds" in msg, msg
+    assert "overwrite them before V has read them" in msg and "free_tensor" in msg, msg
+
+
+def test_tbuf_write_by_v_then_copy_out_by_mte3_needs_ordering():
+    def k_for(barrier):
+        @asc.kernel(core="aiv")
+        def k(x, z):
+            pipe = asc.TPipe()
+            qi = asc.TQue(P.VECIN, 1)
+            tb = asc.TBuf(P.VECOUT)
+            pipe.init_buffer(qi, 1, N * 2)
+            pipe.init_buffer(tb, N * 2)
+            a = qi.alloc_tensor(asc.half)
+            asc.data_copy(a, x, N)
+            qi.enque(a)
+            a = qi.deque()
+            c = tb.get(asc.half)
+            asc.muls(c, a, 2.0, N)
+            qi.free_tensor(a)
+            if barrier:
+                asc.pipe_barrier(asc.PIPE_ALL)
+            asc.data_copy(z, c, N)
+        return k
+
+    msg = trips(errors.DataRaceError, k_for(False), line="asc.data_copy(z, c, N)")
+    assert "MTE3 reads them in data_copy" in msg and "V wrote them in muls" in msg, msg
+    assert "asc.muls(c, a, 2.0, N)" in msg, msg
+    z = np.zeros(N, np.float16)
+    res = run(k_for(True), _x(), z)
+    np.testing.assert_array_equal(z, _x() * 2)
+    (mul,), (out,) = _events(res, "muls", "V"), _events(res, "data_copy", "MTE3")
+    assert out.start >= mul.end
+
+
+def test_a_queue_event_orders_a_tbuf_too():
+    """A set_flag fires after everything earlier on its pipe: a TBuf written by MTE2 before a
+    VECIN enque is ordered before V's reads after the deque (no error, and the add waits)."""
+
+    @asc.kernel(core="aiv")
+    def k(x, z):
+        pipe = asc.TPipe()
+        tb = asc.TBuf(P.VECIN)
+        qi, qo = asc.TQue(P.VECIN, 1), asc.TQue(P.VECOUT, 1)
+        pipe.init_buffer(tb, N * 2)
+        pipe.init_buffer(qi, 1, N * 2)
+        pipe.init_buffer(qo, 1, N * 2)
+        b = tb.get(asc.half)
+        asc.data_copy(b, x, N)            # MTE2 -> TBuf, before the enque
+        a = qi.alloc_tensor(asc.half)
+        asc.data_copy(a, x, N)
+        qi.enque(a)
+        a = qi.deque()
+        c = qo.alloc_tensor(asc.half)
+        asc.add(c, a, b, N)               # V reads the TBuf after the deque: ordered
+        qi.free_tensor(a)
+        qo.enque(c)
+        c = qo.deque()
+        asc.data_copy(z, c, N)
+        qo.free_tensor(c)
+
+    z = np.zeros(N, np.float16)
+    res = run(k, _x(), z)
+    np.testing.assert_array_equal(z, _x() * 2)
+    first = _events(res, "data_copy", "MTE2")[0]
+    assert _events(res, "add", "V")[0].start >= first.visible
+
+
+def test_tbuf_halves_used_by_two_pipes_at_once_are_fine():
+    """Ping-pong inside one TBuf: MTE2 fills half 1 while V reads half 0 (ordered by the
+    barrier before), only byte ranges that overlap are compared."""
+
+    @asc.kernel(core="aiv")
+    def k(x, z):
+        pipe = asc.TPipe()
+        tb = asc.TBuf(P.VECCALC)
+        qo = asc.TQue(P.VECOUT, 1)
+        pipe.init_buffer(tb, N * 4)
+        pipe.init_buffer(qo, 1, N * 2)
+        h0, h1 = tb.get_with_offset(asc.half, N, 0), tb.get_with_offset(asc.half, N, N * 2)
+        asc.data_copy(h0, x, N)
+        asc.pipe_barrier(asc.PIPE_ALL)
+        asc.data_copy(h1, x, N)           # MTE2 on half 1 ...
+        c = qo.alloc_tensor(asc.half)
+        asc.adds(c, h0, 0.0, N)           # ... while V reads half 0
+        qo.enque(c)
+        c = qo.deque()
+        asc.data_copy(z, c, N)
+        qo.free_tensor(c)
+
+    z = np.zeros(N, np.float16)
+    run(k, _x(), z)
+    np.testing.assert_array_equal(z, _x())
+
+
+def tbuf_mm(where, barrier):
+    """A 16x16x16 fp16 matmul with the L1 (``where="L1"``) or L0 (``"L0"``) operands in TBufs,
+    ordered by a barrier or not."""
+    nb = 16 * 16 * 2
+
+    @asc.kernel(core="aic")
+    def k(a, b, c):
+        pipe = asc.TPipe()
+        if where == "L1":
+            ta, tb = asc.TBuf(P.A1), asc.TBuf(P.B1)
+            qa, qb = asc.TQue(P.A2, 1), asc.TQue(P.B2, 1)
+        else:
+            qa, qb = asc.TQue(P.A1, 1), asc.TQue(P.B1, 1)
+            ta, tb = asc.TBuf(P.A2), asc.TBuf(P.B2)
+        qc = asc.TQue(P.CO1, 1)
+        for buf in (ta, tb):
+            pipe.init_buffer(buf, nb)
+        for q in (qa, qb):
+            pipe.init_buffer(q, 1, nb)
+        pipe.init_buffer(qc, 1, 16 * 16 * 4)
+        if where == "L1":
+            a1, b1 = ta.get(asc.half), tb.get(asc.half)
+            asc.data_copy(a1, a, nd2nz=(16, 16, 16))
+            asc.data_copy(b1, b, nd2nz=(16, 16, 16))
+            if barrier:
+                asc.pipe_barrier(asc.PIPE_ALL)
+            a2, b2 = qa.alloc_tensor(asc.half), qb.alloc_tensor(asc.half)
+            asc.load_data(a2, a1)
+            asc.load_data(b2, b1)
+            qa.enque(a2)
+            qb.enque(b2)
+            a2, b2 = qa.deque(), qb.deque()
+        else:
+            a1, b1 = qa.alloc_tensor(asc.half), qb.alloc_tensor(asc.half)
+            asc.data_copy(a1, a, nd2nz=(16, 16, 16))
+            asc.data_copy(b1, b, nd2nz=(16, 16, 16))
+            qa.enque(a1)
+            qb.enque(b1)
+            a1, b1 = qa.deque(), qb.deque()
+            a2, b2 = ta.get(asc.half), tb.get(asc.half)
+            asc.load_data(a2, a1)
+            asc.load_data(b2, b1)
+            if barrier:
+                asc.pipe_barrier(asc.PIPE_ALL)
+        co = qc.alloc_tensor(asc.float32)
+        asc.mmad(co, a2, b2, 16, 16, 16)
+        if where == "L1":
+            qa.free_tensor(a2)
+            qb.free_tensor(b2)
+        else:
+            qa.free_tensor(a1)
+            qb.free_tensor(b1)
+        qc.enque(co)
+        co = qc.deque()
+        asc.fixpipe(c, co, 16, 16)
+        qc.free_tensor(co)
+    return k
+
+
+@pytest.mark.parametrize("where,line,now,before", [
+    ("L1", "asc.load_data(a2, a1)", "MTE1 reads them in load_data", "MTE2 wrote them in data_copy"),
+    ("L0", "asc.mmad(co, a2, b2, 16, 16, 16)", "M reads them in mmad",
+     "MTE1 wrote them in load_data"),
+])
+def test_cube_operands_in_a_tbuf_need_ordering(where, line, now, before):
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((16, 16)).astype(np.float16)
+    B = rng.standard_normal((16, 16)).astype(np.float16)
+    C = np.zeros((16, 16), np.float32)
+    msg = trips(errors.DataRaceError, tbuf_mm(where, False), A, B, C, line=line)
+    assert now in msg and before in msg, msg
+    res = run(tbuf_mm(where, True), A, B, C)
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-3,
+                               atol=1e-3)
+    # the cube starts after both operands' loads (and the L1 copies) are done
+    mm = _events(res, "mmad", "M")[0]
+    assert mm.start >= max(e.end for e in _events(res, "load_data", "MTE1"))
+    assert mm.start >= max(e.visible for e in _events(res, "data_copy", "MTE2"))
+
+
+def test_pipe_barrier_arguments():
+    @asc.kernel(core="aiv")
+    def k(x, z):
+        asc.pipe_barrier(asc.PIPE_V)       # one pipe: in order already, accepted
+        asc.pipe_barrier("PIPE_EVERYTHING")
+
+    trips(errors.ShapeError, k, line='asc.pipe_barrier("PIPE_EVERYTHING")')

@@ -28,9 +28,10 @@ launches host code made, with what each wrote and read), ``errors``.
 
 Not in v1 (NPU.md lists them; the simulator raises or lacks them):
 
-* the raw-flag API (``set_flag``/``wait_flag``/``pipe_barrier`` in kernels) and the
-  vector-clock race detector (``DataRaceError``); TBuf accesses are therefore not ordered
-  between pipes by the timing model;
+* the raw-flag API (``set_flag``/``wait_flag`` in kernels). What v1 has: the queues'
+  flags, ``asc.pipe_barrier(asc.PIPE_ALL)``, and the vector-clock check of TBuf accesses
+  (``DataRaceError``: a TBuf shared between pipes must be ordered by one of those; the
+  timing replay waits on the same flags);
 * cross-core flags, mix kernels (1 AIC + 2 AIV) and the baton scheduler; GM workspaces;
 * the repeat/mask/stride form of vector ops (count form only), ``select``/``compare``/
   ``gather``, ``get_value``/``set_value``;

@@ -15,6 +15,9 @@ Memory: :class:`TPipe` (``init_buffer``), :class:`TQue` (``alloc_tensor``, ``enq
 ``deque``, ``free_tensor``, ``has_idle_buffer``), :class:`TBuf` (``get``,
 ``get_with_offset``), GM tensors (:class:`GlobalTensor`: ``sub``, slicing).
 
+Ordering: the queues, and :func:`pipe_barrier` (``asc.PIPE_ALL``) for a TBuf shared between
+pipes (an unordered cross-pipe TBuf access raises DataRaceError).
+
 Data movement: :func:`data_copy` (GM->UB and GM->L1 on MTE2, UB->GM on MTE3; ``nd2nz=`` for a
 2-D block into L1), :func:`data_copy_pad` (any length, GM<->UB), :func:`load_data` (L1->L0A/L0B
 on MTE1), :func:`fixpipe` (L0C->GM on FIX).
@@ -56,7 +59,9 @@ __all__ = [
     "core_type", "platform_info", "data_copy", "data_copy_pad", "load_data", "mmad", "fixpipe",
     "add", "sub", "mul", "div", "adds", "muls", "maxs", "mins", "exp", "ln",
     "sqrt", "rsqrt", "reciprocal", "relu", "cast", "duplicate", "reduce_sum",
-    "reduce_max",  # max, min and abs too, but not star-exported (they shadow builtins)
+    "reduce_max", "pipe_barrier", "PIPE_ALL", "PIPE_MTE2", "PIPE_MTE1", "PIPE_M", "PIPE_V",
+    "PIPE_MTE3", "PIPE_FIX",
+    # max, min and abs too, but not star-exported (they shadow builtins)
 ]
 
 GM = GlobalTensor
@@ -385,7 +390,12 @@ class TQue:
 
 class TBuf:
     """Untyped scratch memory at one position (usually VECCALC): no queue semantics, so the
-    programmer owns synchronisation (Ascend C ``TBuf``)."""
+    programmer owns synchronisation (Ascend C ``TBuf``). Bytes one pipe wrote may be read or
+    written by another pipe (and bytes one pipe read overwritten by another) only when
+    something orders the two: a queue's enque/deque or free/alloc between those pipes later in
+    program order than the first access, or :func:`pipe_barrier`; otherwise the second access
+    raises :class:`~kernellab.npu.errors.DataRaceError`. One pipe's own accesses are ordered
+    (a pipe runs in order)."""
 
     def __init__(self, pos=TPosition.VECCALC):
         self.position = _pos(pos)
@@ -405,6 +415,7 @@ class TBuf:
         self._off = self._mem.alloc(nbytes, label, short(src), format_src(src))
         self._nbytes = nbytes
         self._alloc = Alloc(None, 0, label, None, src)
+        self._alloc.hist = []      # checked for unordered cross-pipe accesses (runtime)
         c.tbufs.append(self)
 
     def get(self, dtype=half, n: int | None = None) -> LocalTensor:
@@ -423,6 +434,31 @@ class TBuf:
             raise errors.ShapeError(f"{format_src(caller_src())}\nTBuf of {self._nbytes} B has "
                                     f"no room for {n} x {dtype} at offset {offset}")
         return LocalTensor(self._mem, self._off + offset, n, dtype, self.position, self._alloc)
+
+
+PIPE_ALL = "PIPE_ALL"
+PIPE_MTE2, PIPE_MTE1, PIPE_M, PIPE_V, PIPE_MTE3, PIPE_FIX = (
+    "PIPE_MTE2", "PIPE_MTE1", "PIPE_M", "PIPE_V", "PIPE_MTE3", "PIPE_FIX")
+_CORE_PIPES = {"aiv": (MTE2, V, MTE3), "aic": (MTE2, MTE1, M, FIX)}
+
+
+def pipe_barrier(pipe=PIPE_ALL) -> None:
+    """``pipe_barrier(asc.PIPE_ALL)`` (Ascend C ``PipeBarrier<PIPE_ALL>``): every pipe of this
+    core waits until everything issued before it, on every pipe, has completed and its data
+    is visible; the only raw ordering v1 has besides the queues (what a TBuf shared between
+    pipes needs). Lowered to set_flag/wait_flag pairs between every two pipes of the core, so
+    it costs what it orders in the timing replay. A one-pipe barrier (``asc.PIPE_V`` ...,
+    Ascend C ``PipeBarrier<PIPE_V>``) is accepted and orders nothing new here: each pipe runs
+    its instructions in order. Raises ShapeError for anything else."""
+    c = ctx()
+    src = caller_src()
+    names = (PIPE_ALL, PIPE_MTE2, PIPE_MTE1, PIPE_M, PIPE_V, PIPE_MTE3, PIPE_FIX)
+    if pipe not in names:
+        raise errors.ShapeError(f"{format_src(src)}\npipe_barrier takes one of "
+                                f"{', '.join('asc.' + n for n in names)}; got {pipe!r}")
+    c.issue()
+    if pipe == PIPE_ALL:
+        c.barrier(_CORE_PIPES[c.core_type], src)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -520,7 +556,7 @@ def _copy(dst, src, count, where, pad, nd2nz):
                 raise errors.ShapeError(
                     f"{format_src(where)}\nnd2nz block {rows}x{cols} pads to {rp}x{cp} = "
                     f"{rp * cp} elements, but the L1 tensor holds {dst.size}")
-            c.access(dst, MTE2, True, where, rp * cp)
+            c.access(dst, MTE2, True, where, rp * cp, what=name)
             flat = src._buf.flat
             block = np.lib.stride_tricks.as_strided(
                 flat[src._off:], shape=(rows, cols), strides=(stride * isz, isz), writeable=False)
@@ -548,7 +584,7 @@ def _copy(dst, src, count, where, pad, nd2nz):
         if padded > dst.size:
             raise errors.ShapeError(f"{format_src(where)}\n{name} of {padded} elements into a "
                                     f"local tensor of {dst.size}")
-        c.access(dst, MTE2, True, where, padded)
+        c.access(dst, MTE2, True, where, padded, what=name)
         d = dst.np(padded)
         d[:count] = src._buf.flat[src._off:src._off + count]
         if padded > count:
@@ -586,7 +622,7 @@ def _copy(dst, src, count, where, pad, nd2nz):
                 f"{format_src(where)}\n{name} writes {count} elements to GM {dst.name} at "
                 f"element {dst._off}, but the view has {len(dst)} (buffer "
                 f"{dst._buf.flat.size})")
-        c.access(src, MTE3, False, where, count)
+        c.access(src, MTE3, False, where, count, what=name)
         dst._buf.flat[dst._off:dst._off + count] = src.np(count)
         rel = dst._off * isz
         dst._buf.note_write(c.block_idx, rel, rel + nb)
@@ -645,8 +681,8 @@ def load_data(dst: LocalTensor, src: LocalTensor, *, row: int = 0, col: int = 0,
     if rows * cols > dst.size:
         raise errors.ShapeError(f"{format_src(where)}\nload_data of {rows}x{cols} elements into "
                                 f"an {dst.position.name} tensor of {dst.size}")
-    c.access(src, MTE1, False, where, src.rows * src.cols)
-    c.access(dst, MTE1, True, where, rows * cols)
+    c.access(src, MTE1, False, where, src.rows * src.cols, what="load_data")
+    c.access(dst, MTE1, True, where, rows * cols, what="load_data")
     block = src.np(src.rows * src.cols).reshape(src.rows, src.cols)[row:row + rows,
                                                                     col:col + cols]
     if transpose:
@@ -723,11 +759,11 @@ def mmad(co1: LocalTensor, a2: LocalTensor, b2: LocalTensor, m: int, n: int, k: 
         raise errors.ShapeError(
             f"{format_src(where)}\nmmad(init=False) accumulates into a CO1 tensor of shape "
             f"{co1.rows}x{co1.cols}, but m, n give {mp}x{np_} (start with init=True)")
-    c.access(a2, M, False, where, a2.rows * a2.cols)
-    c.access(b2, M, False, where, b2.rows * b2.cols)
+    c.access(a2, M, False, where, a2.rows * a2.cols, what="mmad")
+    c.access(b2, M, False, where, b2.rows * b2.cols, what="mmad")
     if not init:
-        c.access(co1, M, False, where, mp * np_)
-    c.access(co1, M, True, where, mp * np_)
+        c.access(co1, M, False, where, mp * np_, what="mmad")
+    c.access(co1, M, True, where, mp * np_, what="mmad")
     A = a2.np(a2.rows * a2.cols).reshape(a2.rows, a2.cols)[:m, :k]
     B = b2.np(b2.rows * b2.cols).reshape(b2.rows, b2.cols)[:k, :n]
     C = co1.np(mp * np_).reshape(mp, np_)
@@ -788,7 +824,7 @@ def fixpipe(dst: GlobalTensor, co1: LocalTensor, m: int, n: int, *, dst_stride: 
         raise errors.OutOfBoundsError(f"{format_src(where)}\nfixpipe writes {m}x{n} (row stride "
                                       f"{stride}) = {last} elements into GM {dst.name} view "
                                       f"of {len(dst)}")
-    c.access(co1, FIX, False, where, co1.rows * co1.cols)
+    c.access(co1, FIX, False, where, co1.rows * co1.cols, what="fixpipe")
     vals = co1.np(co1.rows * co1.cols).reshape(co1.rows, co1.cols)[:m, :n]
     if quant_scale is not None:
         vals = vals.astype(np.float64) * float(quant_scale)
@@ -847,13 +883,13 @@ def _binary(name, fn, cls="binary"):
         where = caller_src()
         count = _vec_operands(c, name, dst, (src0, src1), count, where)
         for t in (src0, src1):
-            c.access(t, V, False, where, count)
+            c.access(t, V, False, where, count, what=name)
         a, b = src0.np(count), src1.np(count)
         with np.errstate(all="ignore"):
             r = fn(_f32(a), _f32(b))
         dst.np(count)[...] = r.astype(dst.dtype) if r.dtype != dst.dtype else r
         nb = count * dst.dtype.itemsize
-        c.access(dst, V, True, where, count)
+        c.access(dst, V, True, where, count, what=name)
         c.op(V, name, ("vec", cls, nb), where, flops=count)
 
     op.__name__ = name
@@ -880,13 +916,13 @@ def _scalar(name, fn):
         c = ctx()
         where = caller_src()
         count = _vec_operands(c, name, dst, (src,), count, where)
-        c.access(src, V, False, where, count)
+        c.access(src, V, False, where, count, what=name)
         a = src.np(count)
         s = np.asarray(scalar, dtype=dst.dtype)  # the scalar is converted to the tensor dtype
         with np.errstate(all="ignore"):
             r = fn(_f32(a), _f32(s))
         dst.np(count)[...] = r.astype(dst.dtype)
-        c.access(dst, V, True, where, count)
+        c.access(dst, V, True, where, count, what=name)
         c.op(V, name, ("vec", "unary", count * dst.dtype.itemsize), where, flops=count)
 
     op.__name__ = name
@@ -906,12 +942,12 @@ def _unary(name, fn, cls="unary"):
         c = ctx()
         where = caller_src()
         count = _vec_operands(c, name, dst, (src,), count, where)
-        c.access(src, V, False, where, count)
+        c.access(src, V, False, where, count, what=name)
         a = src.np(count)
         with np.errstate(all="ignore"):
             r = fn(_f32(a))
         dst.np(count)[...] = r.astype(dst.dtype)
-        c.access(dst, V, True, where, count)
+        c.access(dst, V, True, where, count, what=name)
         c.op(V, name, ("vec", cls, count * dst.dtype.itemsize), where, flops=count)
 
     op.__name__ = name
@@ -943,7 +979,7 @@ def cast(dst: LocalTensor, src: LocalTensor, round_mode: str, count: int) -> Non
         raise errors.ShapeError(f"{format_src(where)}\ncast round_mode must be one of "
                                 f"{sorted(_ROUND)}, got {round_mode!r}")
     count = _vec_operands(c, "cast", dst, (src,), count, where, same_dtype=False)
-    c.access(src, V, False, where, count)
+    c.access(src, V, False, where, count, what="cast")
     a = src.np(count)
     if dst.dtype.kind in "iu" and src.dtype.kind == "f":
         info = np.iinfo(dst.dtype)
@@ -953,7 +989,7 @@ def cast(dst: LocalTensor, src: LocalTensor, round_mode: str, count: int) -> Non
     else:
         dst.np(count)[...] = a.astype(dst.dtype)
     nb = count * builtins.max(dst.dtype.itemsize, src.dtype.itemsize)
-    c.access(dst, V, True, where, count)
+    c.access(dst, V, True, where, count, what="cast")
     c.op(V, "cast", ("vec", "unary", nb), where, flops=count)
 
 
@@ -963,7 +999,7 @@ def duplicate(dst: LocalTensor, scalar, count: int) -> None:
     where = caller_src()
     count = _vec_operands(c, "duplicate", dst, (), count, where)
     dst.np(count)[...] = np.asarray(scalar, dtype=dst.dtype)
-    c.access(dst, V, True, where, count)
+    c.access(dst, V, True, where, count, what="duplicate")
     c.op(V, "duplicate", ("vec", "unary", count * dst.dtype.itemsize), where, flops=0)
 
 
@@ -972,12 +1008,12 @@ def _reduce(name, fn):
         c = ctx()
         where = caller_src()
         count = _vec_operands(c, name, dst, (src,), count, where, dst_n=1)
-        c.access(src, V, False, where, count)
+        c.access(src, V, False, where, count, what=name)
         a = src.np(count)
         with np.errstate(all="ignore"):
             r = fn(a.astype(np.float32) if a.dtype.kind == "f" else a.astype(np.int64))
         dst.np(1)[0] = np.asarray(r).astype(dst.dtype)
-        c.access(dst, V, True, where, 1)
+        c.access(dst, V, True, where, 1, what=name)
         c.op(V, name, ("vec", "reduce", count * src.dtype.itemsize), where, flops=count)
 
     op.__name__ = name

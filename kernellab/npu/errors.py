@@ -158,6 +158,17 @@ class UninitializedReadWarning(NPUError, UserWarning):
     kind = "uninitialized-read"
 
 
+class DataRaceError(NPUError):
+    """Two pipes touched the same bytes of a ``TBuf`` with nothing ordering them: a write by
+    one pipe, then a read or write by another, or a read, then a write by another (msSanitizer
+    synccheck's cross-pipe race). A ``TBuf`` has no queue, so the kernel orders its pipes
+    itself: through a queue's enque/deque (or free/alloc) between those pipes, or
+    ``asc.pipe_barrier(asc.PIPE_ALL)``. The message names both pipes, both calls and both
+    source lines. Raised in Phase A at the second access."""
+
+    kind = "data-race"
+
+
 class DeadlockError(NPUError):
     """Phase B: a ``wait_flag`` that never fires (the pipe heads are in the message)."""
 

@@ -22,11 +22,27 @@ CO1        M         FIX       M_FIX / FIX_M
 The producer may read and write a tensor while it is ALLOCATED; the consumer may read and write
 it while it is DEQUEUED; any other access raises (use before deque, write after enque, use after
 free, or an illegal position for a pipe that is neither).
+
+A ``TBuf`` has no queue, so nothing above orders its pipes: :meth:`BlockContext.access` checks
+every TBuf access against the buffer's earlier ones with vector clocks (happens-before, as
+msSanitizer's synccheck and ThreadSanitizer do; Flanagan & Freund, "FastTrack", PLDI 2009, §2).
+Each pipe keeps a clock per pipe; every instruction ticks its own pipe's entry; a ``set_flag``
+takes a snapshot of the setter's clocks and the ``wait_flag`` that consumes it (oldest first,
+as the timing replay matches them) merges it into the waiter's. Pipe P's access is ordered
+before pipe Q's later one iff Q's clock for P has reached it, which is exactly when the replay
+makes Q wait for P (a set fires after everything earlier on its pipe has completed and is
+visible). Accesses by one pipe are ordered by program order (a pipe runs in order). A write by
+P then a read or write by Q != P, or a read by P then a write by Q, with no ordering between
+them raises :class:`~kernellab.npu.errors.DataRaceError`. The orderings a kernel has: the queue
+events (enque/deque, free_tensor/alloc_tensor, on every pipe pair a queue connects: the flags
+order everything earlier on the setting pipe, TBuf accesses included) and
+``asc.pipe_barrier(asc.PIPE_ALL)``.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections import deque
 
 from kernellab.npu import errors
 from kernellab.npu.memory import Memory
@@ -103,6 +119,10 @@ class BlockContext:
         self.warnings: list[str] = []
         self._warned: set = set()
         self._tid = 0
+        # vc[p][q]: how many of pipe q's instructions pipe p is ordered after (vc[p][p]: p's own)
+        self.vc = [[0] * len(PIPES) for _ in PIPES]
+        self._flag_vc: dict = {}
+        self.barriers = 0
 
     # ---- memories -------------------------------------------------------------------------
     def memory(self, name: str) -> Memory:
@@ -130,15 +150,38 @@ class BlockContext:
         return self.calls
 
     def op(self, pipe, op, cost, src, nbytes=0, flops=0, path=None) -> None:
+        self.vc[pipe][pipe] += 1
         self.records.append(Record(pipe, OP, op, self.issue(), cost, None, nbytes, flops, path,
                                    short(src)))
 
     def set_flag(self, pipe, key, src) -> None:
+        self._flag_vc.setdefault(key, deque()).append(tuple(self.vc[pipe]))
         self.records.append(Record(pipe, SET, "set_flag", self.calls, None, key, src=short(src)))
 
     def wait_flag(self, pipe, key, src) -> None:
+        snaps = self._flag_vc.get(key)
+        if snaps:
+            v = self.vc[pipe]
+            for q, clk in enumerate(snaps.popleft()):
+                if clk > v[q]:
+                    v[q] = clk
         self.records.append(Record(pipe, WAIT, "wait_flag", self.calls, None, key,
                                    src=short(src)))
+
+    def barrier(self, pipes, src) -> None:
+        """Order every pipe of ``pipes`` after everything issued so far on all of them (Ascend C
+        ``PipeBarrier<PIPE_ALL>``), lowered to one set_flag/wait_flag pair per ordered pair of
+        pipes, so the timing replay waits as the ordering check assumes."""
+        self.barriers += 1
+        n = self.barriers
+        for p in pipes:
+            for q in pipes:
+                if q != p:
+                    self.set_flag(p, ("BARRIER", n, PIPES[p], PIPES[q]), src)
+        for q in pipes:
+            for p in pipes:
+                if p != q:
+                    self.wait_flag(q, ("BARRIER", n, PIPES[p], PIPES[q]), src)
 
     # ---- the state machine ----------------------------------------------------------------
     def check_core(self, position: TPosition, what: str, src) -> None:
@@ -150,9 +193,11 @@ class BlockContext:
                 f"(split architecture: UB is on AIV cores, L1/L0A/L0B/L0C on AIC cores). "
                 f"Declare the kernel with @asc.kernel(core=\"{need}\").")
 
-    def access(self, t, pipe: int, write: bool, src, n: int | None = None) -> None:
-        """Check that ``pipe`` may read (``write=False``) or write ``t`` now; track bytes.
-        ``n`` elements from the view's start (default: all)."""
+    def access(self, t, pipe: int, write: bool, src, n: int | None = None,
+               what: str = "") -> None:
+        """Check that ``pipe`` may read (``write=False``) or write ``t`` now, in the API call
+        ``what``; track bytes. ``n`` elements from the view's start (default: all). Raises the
+        queue state errors, or DataRaceError for an unordered cross-pipe TBuf access."""
         a = t._alloc
         st = a.state
         if a.queue is not None:
@@ -181,10 +226,59 @@ class BlockContext:
         mem = t._mem
         nb = (t._n if n is None else n) * t.dtype.itemsize
         lo = t._boff
+        if a.hist is not None:
+            self._order(t, pipe, write, src, what, lo, lo + nb)
         if write:
             mem.written[lo:lo + nb] = True
         elif not mem.written[lo:lo + nb].all():
             self._uninit(t, lo, nb, src)
+
+    def _order(self, t, pipe, write, src, what, lo, hi) -> None:
+        """The vector-clock check of a TBuf access of bytes ``[lo, hi)`` (module docstring).
+        The history keeps, per byte range, the accesses a later one could race with: an access
+        ordered before a write that covers it is dropped (a later access unordered with it is
+        unordered with that write too), and so is a read by the same pipe covered by a newer
+        read."""
+        a = t._alloc
+        if hi <= lo:
+            return
+        vc = self.vc[pipe]
+        keep = []
+        for e in a.hist:
+            elo, ehi, epipe, eclk, ewrite, esrc, ewhat = e
+            if ehi <= lo or elo >= hi:
+                keep.append(e)
+                continue
+            ordered = epipe == pipe or vc[epipe] >= eclk
+            if not ordered and (write or ewrite):
+                self._race(t, (pipe, write, src, what), e, max(lo, elo), min(hi, ehi))
+            if elo >= lo and ehi <= hi and (write or (epipe == pipe and not ewrite)):
+                continue
+            keep.append(e)
+        keep.append((lo, hi, pipe, vc[pipe] + 1, write, src, what))
+        a.hist = keep
+
+    def _race(self, t, now, before, lo, hi):
+        pipe, write, src, what = now
+        _, _, epipe, _, ewrite, esrc, ewhat = before
+        P, Q = PIPES[epipe], PIPES[pipe]
+        verb = "writes" if write else "reads"
+        if ewrite and write:
+            risk = f"{P}'s write may land after {Q}'s"
+        elif ewrite:
+            risk = f"{Q} may read them before {P} has written them"
+        else:
+            risk = f"{Q} may overwrite them before {P} has read them"
+        raise errors.DataRaceError(
+            f"{format_src(src)}\n"
+            f"data race on {t._alloc.label} ({t._mem.name} bytes {lo}..{hi - 1}): {Q} {verb} "
+            f"them in {what or 'this call'} here, but {P} {'wrote' if ewrite else 'read'} them "
+            f"in {ewhat or 'a call'} at {format_src(esrc)}, and nothing orders {P} before {Q} "
+            f"(a TBuf has no queue): on hardware the two pipes run in parallel and {risk}.\n"
+            f"Order them: put asc.pipe_barrier(asc.PIPE_ALL) between the two calls, or " + (
+                f"move the data through a TQue (enque on {P}, deque on {Q})." if ewrite else
+                f"use a TQue, whose free_tensor (on {P}) and alloc_tensor (on {Q}) hand the "
+                f"buffer back."))
 
     def _role_error(self, t, pipe, write, src, state, prod, cons):
         a = t._alloc

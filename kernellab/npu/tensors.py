@@ -156,7 +156,7 @@ class Alloc:
     """One allocation (a queue block between alloc_tensor and free_tensor, or a TBuf buffer).
     Holds the state machine shared by every view of it."""
 
-    __slots__ = ("queue", "slot", "state", "label", "srcs", "tid")
+    __slots__ = ("queue", "slot", "state", "label", "srcs", "tid", "hist")
 
     def __init__(self, queue, slot, label, tid, src):
         self.queue = queue
@@ -165,6 +165,9 @@ class Alloc:
         self.label = label
         self.tid = tid
         self.srcs = {"alloc": src}
+        # a TBuf's recent accesses, for the cross-pipe ordering check (runtime.BlockContext);
+        # None for queue tensors (their state machine orders the pipes)
+        self.hist = None
 
 
 class LocalTensor:
