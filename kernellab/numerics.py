@@ -30,7 +30,10 @@ Tolerance policies
   implementation on the same inputs) + floor``: the FlashAttention tests' convention.
 * :class:`Explicit` — an element-wise bound the caller derives from the operation's own
   rounding steps.
-* :class:`Exact` — integers: every element equal.
+* :class:`Exact` — every element equal: integers by value; floats by their bits (the
+  reference rounded to the output dtype must be the output's bit pattern, so -0 and +0
+  differ; a NaN matches only where the reference is NaN, with any payload: IEEE 754 §6.2
+  leaves NaN payloads to the implementation, §6.3 fixes the sign of a zero sum).
 
 A reference whose typical magnitude does not dwarf the policy's ``atol`` is an error in the lab
 spec (:class:`SpecError`): then an all-zero output could pass.
@@ -327,15 +330,22 @@ class Explicit:
 
 @dataclass(frozen=True)
 class Exact:
-    """Every element equal (integer kernels)."""
+    """Every element equal. Integer outputs: by value. Float outputs (float16/32/64,
+    bfloat16): by bits against the float64 reference rounded to the output dtype, so a zero
+    of the wrong sign is wrong (IEEE 754-2019 §6.3: x + x keeps x's sign for a zero, a
+    cancellation gives +0); where the reference is NaN any NaN passes (payloads are the
+    implementation's, §6.2) and only a NaN does. The reference must hold values of the output
+    dtype (the correctly rounded result), or every element it does not hold fails."""
 
     name: str = "exact"
+    #: what the reference is, for the report ("the correctly rounded float16 sum")
+    note: str = ""
 
     def bounds(self, ref: np.ndarray):
         return np.zeros(ref.shape), 0.0, 0.0
 
     def describe(self) -> str:
-        return "exact: every element equal"
+        return "exact: every element equal" + (f" to {self.note}" if self.note else "")
 
 
 @dataclass
@@ -356,6 +366,7 @@ class Comparison:
     worst_bound: float | None
     budget_used: float  # max over elements of |err| / bound (<= 1 passes)
     nonfinite: int
+    signed_zeros: int = 0  # exact float rules: zeros whose sign differs from the reference's
     frobenius_rel: float | None = None
     frobenius_bound: float | None = None
     tile: tuple | None = None
@@ -415,7 +426,13 @@ def compare(out: np.ndarray, ref: np.ndarray, policy, *, out_dtype=None,
         raise ValueError(f"shape {out.shape} differs from the reference's {ref.shape}")
     out_dtype = np.dtype(out_dtype or out.dtype)
     exact = isinstance(policy, Exact)
-    if exact:
+    bits = None
+    if exact and _is_float(out.dtype):
+        bits = _bitwise(out, ref)
+        bad_bits, diff, signed_zeros = bits
+        o64 = out.astype(np.float64)
+        nonfinite = ~np.isfinite(o64) & np.isfinite(ref)
+    elif exact:
         diff = np.abs(out.astype(np.int64) - ref.astype(np.int64)).astype(np.float64)
         o64 = out.astype(np.float64)
         nonfinite = np.zeros(out.shape, bool)
@@ -427,15 +444,22 @@ def compare(out: np.ndarray, ref: np.ndarray, policy, *, out_dtype=None,
         diff = np.where(nonfinite, np.inf, diff)
         diff = np.where(np.isnan(diff), np.inf, diff)
     bound, _, _ = policy.bounds(ref)
-    bad = diff > bound
+    bad = diff > bound if bits is None else bad_bits
     n_bad = int(bad.sum())
     with np.errstate(divide="ignore", invalid="ignore"):
         used = np.where(bound > 0, diff / np.where(bound > 0, bound, 1), np.where(diff > 0, np.inf, 0))
+        if bits is not None:
+            used = np.where(bad, np.inf, 0.0)
         rel = np.where(np.abs(ref) > 0, diff / np.abs(ref), np.where(diff > 0, np.inf, 0))
         ulps = (diff / ulp(ref, out_dtype)) if out_dtype.kind == "f" or (
             _BF16 is not None and out_dtype == _BF16) else diff
+        if bits is not None:  # equal bits: 0 ulp (also where the reference is NaN or inf)
+            ulps = np.where(diff == 0, 0.0, ulps)
+    pick = used
+    if bits is not None:  # the largest wrong difference first, then the first wrong element
+        pick = np.where(bad, 1.0 + np.minimum(diff, np.finfo(np.float64).max / 2), 0.0)
     if out.size:
-        w = np.unravel_index(int(np.argmax(used)), out.shape)
+        w = np.unravel_index(int(np.argmax(pick)), out.shape)
         worst = (tuple(int(i) for i in w), float(o64[w]), float(ref[w]), float(bound[w]))
     else:
         worst = (None, None, None, None)
@@ -446,6 +470,7 @@ def compare(out: np.ndarray, ref: np.ndarray, policy, *, out_dtype=None,
         max_ulp=float(ulps.max()) if out.size else 0.0,
         worst_index=worst[0], worst_out=worst[1], worst_ref=worst[2], worst_bound=worst[3],
         budget_used=float(used.max()) if out.size else 0.0, nonfinite=int(nonfinite.sum()),
+        signed_zeros=int(signed_zeros.sum()) if bits is not None else 0,
     )
     if isinstance(policy, KAware) and out.size:
         nref = float(np.linalg.norm(ref))
@@ -467,6 +492,31 @@ def compare(out: np.ndarray, ref: np.ndarray, policy, *, out_dtype=None,
     return res
 
 
+def _is_float(dtype) -> bool:
+    return np.dtype(dtype).kind == "f" or (_BF16 is not None and np.dtype(dtype) == _BF16)
+
+
+def _bitwise(out: np.ndarray, ref: np.ndarray):
+    """:class:`Exact` for a float ``out``: ``(bad, diff, signed_zeros)`` element-wise, where
+    ``bad`` is "not the reference's bits" (any NaN matches a NaN reference), ``diff`` the
+    absolute difference (inf where one side is NaN, 0 where the values are equal) and
+    ``signed_zeros`` the zeros whose sign differs from the reference's."""
+    r64 = np.asarray(ref, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r_out = r64.astype(out.dtype)
+        held = (r_out.astype(np.float64) == r64) | np.isnan(r64)
+    u = np.dtype(f"u{out.dtype.itemsize}")
+    o_nan, r_nan = np.isnan(out.astype(np.float64)), np.isnan(r64)
+    same = np.where(r_nan, o_nan, (out.view(u) == r_out.view(u)) & held)
+    o64 = out.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(o64 - r64)
+    diff = np.where(o_nan != r_nan, np.inf, np.where(np.isnan(diff), 0.0, diff))
+    diff = np.where(same, 0.0, diff)
+    zeros = (o64 == 0) & (r64 == 0) & (np.signbit(o64) != np.signbit(r64))
+    return ~same, diff, zeros
+
+
 def _explain(res: Comparison) -> str:
     if res.ok:
         return (f"ok: max abs err {res.max_abs:.3g}, {res.max_ulp:.3g} ulp, "
@@ -476,6 +526,9 @@ def _explain(res: Comparison) -> str:
         parts.append(f"{res.nonfinite} element(s) are NaN/inf where the reference is finite "
                      "(outputs start as NaN: were some never written, or did the kernel compute "
                      "inf/NaN?)")
+    if res.signed_zeros:
+        parts.append(f"{res.signed_zeros} element(s) have the wrong sign of zero (+0 where "
+                     "the reference is -0, or -0 for +0): the exact rule compares bits")
     if res.mismatches:
         parts.append(f"{res.mismatches} of {res.n} elements outside the tolerance; worst at "
                      f"{res.worst_index}: got {res.worst_out:.7g}, expected {res.worst_ref:.7g} "
