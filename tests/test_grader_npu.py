@@ -163,6 +163,25 @@ WRONG_CASES = {
                                           "is every K chunk added", 16, ("128x256x128",)),
     ("npu-matmul", "mn_tail_missing.py"): (("the device wrote",), "the device wrote 0 of", 16,
                                            ("128x256x128",)),
+    # a TBuf shared between pipes with nothing ordering them: both pipes, calls and lines named
+    ("npu-vector-add", "tbuf_copy_in_unordered.py"): (
+        ("DataRaceError",), "V reads them in add here, but MTE2 wrote them in data_copy", 24,
+        ()),
+    ("npu-vector-add", "tbuf_copy_out_unordered.py"): (
+        ("DataRaceError",), "MTE3 reads them in data_copy here, but V wrote them in add", 24,
+        ()),
+    ("npu-vector-add", "tbuf_copy_in_war.py"): (
+        ("DataRaceError",), "MTE2 writes them in data_copy here, but V read them in add", 3,
+        ("n=1", "n=100003", "n=3001 special values")),
+    ("npu-matmul", "tbuf_l1_unordered.py"): (
+        ("DataRaceError",), "MTE1 reads them in load_data here, but MTE2 wrote them in "
+        "data_copy", 17, ()),
+    ("npu-matmul", "tbuf_l0_unordered.py"): (
+        ("DataRaceError",), "M reads them in mmad here, but MTE1 wrote them in load_data", 17,
+        ()),
+    # +0 for (-0) + (-0): the exact rule compares bits
+    ("npu-vector-add", "signed_zero_lost.py"): (("sign of zero",), "(-0) + (-0) = -0", 1,
+                                                ("n=1", "n=2000003", "n=100003")),
 }
 
 
@@ -175,6 +194,8 @@ def test_known_wrong_submission_fails_its_cases_for_the_stated_reason(lab, name)
     assert len(bad) >= at_least, rep.to_text()
     for c in bad:
         assert any(r in c.error for r in reasons), (c.case, c.error)
+        if "DataRaceError" in c.error:  # both source lines
+            assert c.error.count("submission.py:") == 2, c.error
     assert any(once in c.error for c in bad), rep.to_text()
     for c in rep.cases:
         if c.case in passing:
@@ -205,6 +226,13 @@ def test_known_wrong_submission_is_correct_but_too_slow(lab, name):
         assert rules[r].measured * WRONG_MARGIN <= rules[r].threshold, (r, rules[r].measured)
     for r in must_pass:
         assert rules[r].passed, rep.to_text()
+
+
+def test_tbuf_kernel_with_its_ordering_passes_every_case():
+    """The correct twin of tbuf_copy_in_unordered.py: the same TBufs, a pipe_barrier between
+    the copy-in and the add."""
+    rep = graded("npu-vector-add", "tbuf_ordered_twin.py", False)
+    assert all(c.passed for c in rep.cases) and rep.cases, rep.to_text()
 
 
 def test_best_single_buffered_kernel_misses_the_one_core_rule():
@@ -254,7 +282,7 @@ def copy_kernel(s, z, n):
         qi.enque(a)
         a = qi.deque(asc.half)
         c = qo.alloc_tensor(asc.half)
-        asc.adds(c, a, 0.0, cnt)
+        asc.muls(c, a, 1.0, cnt)          # a copy, bit for bit (adds 0.0 would turn -0 into +0)
         qo.enque(c)
         qi.free_tensor(a)
         c = qo.deque(asc.half)

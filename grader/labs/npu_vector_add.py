@@ -16,10 +16,12 @@ float32 has 24 >= 2 x 11 + 2 significant bits, so rounding twice is innocuous). 
 2, 3, around the 32-byte copy unit (15, 16, 17), around the multiples of 48 cores x 256
 (..., 12287, 12289), around the reference's tile, and a few large odd ones (2000003: three
 tiles or more per core, so a tile never freed deadlocks the next alloc); values from
-subnormals to +-3e4 (no overflow), exact cancellations and signed zeros. Each call must pass
+subnormals to +-3e4 (no overflow), exact cancellations and signed zeros (the special-values
+case holds (-0) + (-0) = -0, compared by bits: +0 there fails). Each call must pass
 :func:`grader.labs._npu.device_problem` (the device wrote every byte of z, read every byte of
 x and y, and did at least n vector additions) and raise no simulator error (overflow,
-alignment, queue misuse, deadlock, leak, multi-core write conflict, uninitialised read ...).
+alignment, queue misuse, deadlock, leak, multi-core write conflict, uninitialised read, a
+TBuf shared between pipes with nothing ordering them ...).
 
 Performance (tier ``npu``: modelled cycles, deterministic), on ``PERF_N`` elements (not a
 multiple of 48 x 256, so the timed runs have a tail too), fresh inputs each run, against the
@@ -64,7 +66,7 @@ from grader.spec import (Case, CaseData, HiddenCases, OneOf, RuleResult, Whole,
                          parse_hidden_case)
 from kernellab.npu import asc
 from kernellab.npu.asc import TPosition as P
-from kernellab.numerics import compare
+from kernellab.numerics import Exact, compare
 
 VISIBLE_SEED = 20260705
 #: lengths of the visible cases
@@ -130,16 +132,9 @@ def golden(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return (x.astype(np.float64) + y.astype(np.float64)).astype(np.float16).astype(np.float64)
 
 
-class ExactFloat:
-    """Every element equal to the reference (a float16 add has one right answer)."""
-
-    name = "exact"
-
-    def bounds(self, ref):
-        return np.zeros(ref.shape), 0.0, 0.0
-
-    def describe(self) -> str:
-        return "exact: every element equal to the correctly rounded float16 sum"
+#: Every element bit for bit the reference's (a float16 add has one right answer, the sign of
+#: a zero included: :class:`kernellab.numerics.Exact` compares the bits of float outputs).
+EXACT = Exact(note="the correctly rounded float16 sum, bit for bit (the sign of zero too)")
 
 
 def case_inputs(rng, n: int, kind: str = "normal"):
@@ -217,8 +212,12 @@ class NPUVectorAdd(NPULab):
                                   golden(data.inputs["x1"], data.inputs["y1"])])
         else:
             got, ref = outputs["z"], golden(data.inputs["x"], data.inputs["y"])
-        cmp = compare(got, ref, ExactFloat(), tile=None)
-        if not cmp.ok and not cmp.nonfinite and cmp.mismatches:
+        cmp = compare(got, ref, EXACT, tile=None)
+        if not cmp.ok and cmp.signed_zeros and cmp.signed_zeros == cmp.mismatches:
+            cmp.message += ("; IEEE 754 gives (-0) + (-0) = -0 and x + (-x) = +0: add x and "
+                            "y once, directly (a sum built another way, e.g. accumulated "
+                            "into a zeroed tile, turns -0 into +0)")
+        elif not cmp.ok and not cmp.nonfinite and cmp.mismatches:
             cmp.message += ("; a float16 add has one right answer (the simulator rounds "
                             "float32 to float16 as numpy does): is every element added once, "
                             "from the right offsets?")
