@@ -16,8 +16,15 @@ defaults instead (written to ``gemm_cpu_default.json``). Every kernel's output i
 against a float64 reference with the K-aware tolerance after timing. Speed is never pass/fail:
 the exit status is 0 unless the script itself crashes (COURSE.md §7).
 
+"% peak" is of this machine's measured FMA peak for the threads used
+(:func:`kernellab.machine.measured_peak`); the nominal peak from /proc is printed beside it.
+
+``--load-only`` stops after the first calls (compiling, or loading from Numba's cache), which
+``--kernels`` can restrict to some of the kernels: the cheap check that a second run in the same
+checkout loads what the first one cached (``tests/test_bench_loading.py``).
+
 Usage: ``python benchmarks/bench_gemm_cpu.py [--n 1024] [--rounds 7] [--threads 2] [--quick]
-[--profile fast_gemm|default] [--out PATH]``.
+[--profile fast_gemm|default] [--out PATH] [--kernels a,b] [--load-only]``.
 """
 
 from __future__ import annotations
@@ -48,6 +55,9 @@ def parse_args(argv=None):
     p.add_argument("--profile", default="fast_gemm", choices=codegen.PROFILES,
                    help="code-generation profile (kernellab.codegen)")
     p.add_argument("--out", default=None, help="JSON output path")
+    p.add_argument("--kernels", default=None, help="comma-separated kernel names (default: all)")
+    p.add_argument("--load-only", action="store_true",
+                   help="stop after the first calls (compile or load from cache)")
     args = p.parse_args(argv)
     args.n = args.n or (512 if args.quick else 1024)
     args.rounds = args.rounds or (3 if args.quick else 7)
@@ -70,13 +80,8 @@ def main(argv=None) -> int:
     from reference_kernels.gemm import gemm_abs_product, gemm_golden
 
     # Exactly the known-wrong submission the lab's performance rules must fail (one source).
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "ikj_plain", ROOT / "tests" / "submissions" / "gemm_cpu" / "ikj_plain.py")
-    ikj_module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ikj_module)
-    ikj_prange = ikj_module.gemm
+    ikj_prange = _load_module("kernellab_bench_ikj_plain",
+                              ROOT / "tests" / "submissions" / "gemm_cpu" / "ikj_plain.py").gemm
 
     n, dtype = args.n, np.float32
     rng = np.random.default_rng(20240601)
@@ -95,6 +100,14 @@ def main(argv=None) -> int:
     fns["ikj_prange"] = ikj_prange
     descriptions["ikj_prange"] = ("not in the ladder: tests/submissions/gemm_cpu/ikj_plain.py, "
                                   "plain ikj + prange (lab 1 must fail it)")
+    if args.kernels:
+        wanted = [k.strip() for k in args.kernels.split(",") if k.strip()]
+        unknown = sorted(set(wanted) - set(fns))
+        if unknown:
+            print(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(fns)}",
+                  file=sys.stderr)
+            return 2
+        fns = {"numpy": fns["numpy"], **{k: fns[k] for k in fns if k in wanted}}
 
     # First calls: JIT compilation, or loading from the profile's on-disk cache.
     first_call = {}
@@ -104,6 +117,10 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             fn(*small)
             first_call[name] = time.perf_counter() - t0
+    if args.load_only:
+        for name, seconds in first_call.items():
+            print(f"{name:<12} first call {seconds:7.2f}s")
+        return 0
 
     busy0, wall0 = _other_processes_cpu(), time.perf_counter()
     result = timing.interleaved(fns, baseline="numpy", setup=setup, warmup=1,
@@ -128,7 +145,11 @@ def main(argv=None) -> int:
     flops = gemm_cpu.gemm_flops(n, n, n)
     cpu = machine.cpu_info()
     cores = min(args.threads, cpu.cores)
-    peak = cpu.peak_flops(dtype, cores=cores)
+    nominal = cpu.peak_flops(dtype, cores=cores)
+    measured = machine.measured_peak()
+    peak = measured.flops(dtype, cores) if measured else nominal
+    peak_text = (measured.describe(dtype, cores) if measured
+                 else "no measured peak (KERNELLAB_PEAK=off or it failed): nominal")
     rows = []
     for name in fns:
         t = result.timings[name]
@@ -152,9 +173,11 @@ def main(argv=None) -> int:
         "flops_per_call": flops,
         "machine": {"model": cpu.model, "cores": cpu.cores, "isa": cpu.isa,
                     "simd_bits": cpu.simd_bits, "fma_units": cpu.fma_units, "ghz": cpu.ghz,
-                    "peak_gflops": peak / 1e9, "peak_formula": cpu.formula(dtype).replace(
-                        f"{cpu.cores} cores", f"{cores} cores", 1) if cores != cpu.cores
-                    else cpu.formula(dtype)},
+                    "peak_gflops": peak / 1e9, "peak": peak_text,
+                    "measured_peak": measured is not None,
+                    "nominal_peak_gflops": nominal / 1e9,
+                    "nominal_peak_formula": cpu.formula(dtype, cores)},
+        "blas": machine.blas_kernel(),
         "codegen": codegen.describe(),
         "thread_status": result.thread_status,
         "background_load": background, "timed_wall_s": wall,
@@ -168,6 +191,21 @@ def main(argv=None) -> int:
     out.write_text(json.dumps(report, indent=2, default=str) + "\n")
     print(f"\nwritten: {out}")
     return 0
+
+
+def _load_module(name: str, path: Path):
+    """Import the file ``path`` as module ``name``, registered in ``sys.modules`` before it
+    runs. Registered, because Numba's on-disk cache records a function's module by name:
+    a function of an unregistered module is recorded as ``'<dynamic>'``, and a ``parallel=True``
+    function's environment then fails to load in the next process (``ModuleNotFoundError: No
+    module named '<dynamic>'``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _other_processes_cpu() -> dict:
@@ -204,8 +242,13 @@ def print_report(r: dict) -> None:
     m = r["machine"]
     print(f"CPU GEMM ladder, {r['dtype']} M=N=K={r['n']}, {r['threads']} thread(s), "
           f"{r['rounds']} interleaved rounds, {r['date']}")
-    print(f"machine: {m['model']}, {m['cores']} cores, {m['isa']}; nominal peak "
-          f"{m['peak_formula']} (an upper bound)")
+    print(f"machine: {m['model']}, {m['cores']} cores, {m['isa']}")
+    print(f"peak ('% peak' below): {m['peak']}; nominal (from /proc, not used) "
+          f"{m['nominal_peak_formula']}")
+    b = r.get("blas") or {}
+    if b:
+        print(f"BLAS: {b.get('internal_api')} {b.get('version')}, kernel {b.get('architecture')}"
+              + (f" (forced by {b['forced_by']})" if b.get("forced_by") else ""))
     cg = r["codegen"]
     s = cg["settings"]
     print(f"codegen profile: {cg['profile']} (SLP={s['NUMBA_SLP_VECTORIZE']}, "
