@@ -29,6 +29,11 @@ inputs as device arrays, the student's launches and the naive kernel's (chapter 
 :func:`kernellab.kernels.gemm_cuda.gemm_v1`) are captured with :func:`kernellab.sim.capture`
 and their times modelled by :mod:`kernellab.sim.model` (profile ``a100``):
 
+* **global traffic per FMA** <= ``MAX_BYTES_PER_FMA``: the bytes the kernels' 32-byte sectors
+  moved, loads and stores, every launch (a pre-pass that transposes or packs an operand
+  included), over the M N K fused multiply-adds. This is the rule that measures reuse, what the
+  lab teaches: a value loaded once from global memory and used for many FMAs (from a
+  shared-memory tile or registers) moves few bytes per FMA; one loaded for every FMA cannot.
 * **modelled speedup over the naive kernel** >= ``MIN_MODELLED_SPEEDUP``. Each launch's time is
   the model's kernel time (``ModelledTime.kernel_seconds``: launch overhead excluded) with its
   grid counted as filling the GPU (``blocks`` = max(blocks, SMs)); the student's time is the sum
@@ -39,8 +44,9 @@ and their times modelled by :mod:`kernellab.sim.model` (profile ``a100``):
   so the model's SM share (``min(blocks, 108) / 108``) would charge a register-tiled kernel
   (chapter 2's v4: 38x at full occupancy) 16 times more than a 16 x 16 one for its grid alone,
   and rank it below the plain tiled kernel (2.7x). Neither effect is the kernel's: at a size
-  that fills the GPU both vanish. What remains is the traffic per unit of work — sectors,
-  wavefronts, barriers — which is what the lab teaches.
+  that fills the GPU both vanish. What remains is the traffic per unit of work (sectors,
+  wavefronts, barriers): this rule also charges what the traffic rule does not, shared-memory
+  wavefronts and bank conflicts, so both are kept.
 * **global memory coalesced**: the bytes the threads asked for, as a fraction of the bytes
   the 32-byte sectors moved (loads and stores), >= ``MIN_COALESCED`` (capped at 1: a broadcast
   asks for the same bytes 32 times). Nsight Compute reports the same quantity as "bytes per
@@ -49,23 +55,38 @@ and their times modelled by :mod:`kernellab.sim.model` (profile ``a100``):
 * a gate (no points): the timed call's product came from kernels (stores >= M*N, every byte of
   A and B read), as in the correctness cases.
 
-Thresholds, from the model (analytic, per fused multiply-add, full GPU; the measured values at
-64^3 agree, see ``tests/test_grader_gemm_cuda.py`` and the README):
+Thresholds, from the model (analytic; the measured values at 64^3 agree, see
+``tests/test_grader_gemm_cuda.py``):
 
-* the naive kernel moves 33 sectors per 32 FMAs (A down a column: 32, B broadcast: 1); coalescing
-  alone (v2: B in rows, A broadcast) moves 5: 6.6x, the most a kernel without on-chip reuse gets
-  in this model. A 16 x 16 shared tile, one output per thread, conflict-free: 1/2 sector and
-  2 + 1/8 shared wavefronts per 32 FMAs, shared-memory bound, 10.6x. ``MIN_MODELLED_SPEEDUP`` =
-  8 sits between the two: above coalescing alone by 20%, below the tiled kernel by 25%.
+* traffic without reuse. Every FMA then takes both operands from global loads, and a warp's load
+  moves whole sectors (CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory"). With
+  4-byte loads one request of A and one of B feed the warp's 32 FMAs and move >= 1 sector each:
+  >= 64 B per 32 FMAs, 2 B/FMA, in any layout (2 only with A stored column-major by a pre-pass
+  and a warp on an 8 x 4 patch of C). With A and B row-major, as the lab gives them, a warp on a
+  p x q patch (pq = 32, any block shape) loads p sectors of A and ceil(q/8) of B per k: >= 4
+  (p = 2, q = 16: the 16 x 16 block), 4 B/FMA. 8-byte loads (a complex64 view of operands packed
+  in pairs along k) feed 64 FMAs with 8p + 8q bytes: >= 3 sectors (p = 4, q = 8), 1.5 B/FMA. C's
+  stores add 4/K B/FMA to any kernel (1/16 at ``PERF_N``), so no reuse-free kernel gets below
+  1.5 + 4/K. A BM x BN tile of C per block, its operands loaded in full sectors (shared memory or
+  registers), moves 4 (1/BM + 1/BN) + 4/K B/FMA: 8 x 8: 1.06; 16 x 16 (the solution): 0.56;
+  64 x 64 (chapter 2's v4): 0.19. ``MAX_BYTES_PER_FMA`` = 1.5: every reuse-free layout is above
+  it, an 8 x 8 tile 29% below.
+* speedup: the naive kernel moves 33 sectors per 32 FMAs (A down a column: 32, B broadcast: 1);
+  coalescing alone (v2, 32 x 8 blocks: B in rows, A broadcast) moves 5, 6.6x. A 16 x 16 shared
+  tile, one output per thread, conflict-free: 1/2 sector and 2 + 1/8 shared wavefronts per 32
+  FMAs, shared-memory bound, 10.6x. ``MIN_MODELLED_SPEEDUP`` = 8 sits between the two. It does
+  not separate reuse: a reuse-free kernel with 16 x 16 blocks moves 4 sectors per 32 FMAs
+  (8.25x), one with A transposed on the device 2 (about 13x); the traffic rule above does.
 * the course solution (16 x 16 tiles) and every honest tiled variant measured use 100% of their
   sectors; a tile loaded with threadIdx.x walking down A's column, 43% (its loads alone: 40%);
   the naive kernel 24%. ``MIN_COALESCED`` = 0.5 halves the perfect figure.
 
 Known limits of the sim rules: a kernel whose grid does not grow with the problem (one block
-doing everything) models as well as one that fills the GPU (the normalisation above); a
-submission that computes C on the host and then launches kernels that read A and B and store C
-passes the "computed by kernels" checks (the static rules ban library products; the code is
-there to read).
+doing everything) models as well as one that fills the GPU (the normalisation above); warp
+shuffles cost nothing in the model, so operands spread across a warp by shuffles count as
+on-chip reuse at no charge; a submission that computes C on the host and then launches kernels
+that read A and B and store C passes the "computed by kernels" checks (the static rules ban
+library products; the code is there to read).
 
 Performance, ``gpu`` tier (CUDA events, :func:`kernellab.timing.interleaved` with
 ``clock="cuda"``): M = N = K = ``GPU_N``, fresh device inputs for every call, one warm-up call
@@ -104,6 +125,7 @@ VISIBLE_SEED = 20261203
 MAX_HIDDEN_MNK = 1 << 21  # the simulator's cost grows with M*N*K: about 5 s a case at this size
 
 PERF_N = 64
+MAX_BYTES_PER_FMA = 1.5
 MIN_MODELLED_SPEEDUP = 8.0
 MIN_COALESCED = 0.5
 
@@ -133,6 +155,26 @@ def device_work_problem(launches: list[dict], M: int, N: int, K: int) -> str | N
                 f"the {need} of A and B: C must be computed on the device from A and B, not "
                 "copied there from the host")
     return None
+
+
+def bytes_per_fma(launches: list[dict], M: int, N: int, K: int) -> float:
+    """Global traffic per fused multiply-add: 32 B x the sectors the launches moved (loads and
+    stores, every launch) / (M N K). Numerically also the sectors moved per 32 FMAs."""
+    t = total_counters(launches)
+    return 32.0 * (t["global_load_sectors"] + t["global_store_sectors"]) / (M * N * K)
+
+
+def reuse_rule(launches: list[dict], M: int, N: int, K: int) -> RuleResult:
+    """The "global traffic per FMA" rule (module docstring: the bound without reuse)."""
+    t = total_counters(launches)
+    b = bytes_per_fma(launches, M, N, K)
+    return RuleResult(
+        "global traffic per FMA", b, MAX_BYTES_PER_FMA, "<=", " B", b <= MAX_BYTES_PER_FMA,
+        f"{t['global_load_sectors']}+{t['global_store_sectors']} sectors (load+store) x 32 B / "
+        f"{M * N * K} FMAs (M=N=K={M}); a kernel that loads both operands of every FMA from "
+        f"global memory moves at least {MAX_BYTES_PER_FMA:g} B per FMA in any layout (4 with A "
+        "and B row-major); reuse each loaded value for many FMAs from a shared-memory tile or "
+        "registers (a T x T tile: about 8/T B)")
 
 
 class GemmCUDA(CudaLab):
@@ -354,6 +396,7 @@ class GemmCUDA(CudaLab):
             tn = modelled_seconds(naive, flops, m["profile"])
             speedup = tn["seconds"] / ts["seconds"]
             eff_naive = coalesced_fraction(naive)
+            rules.append(reuse_rule(sub, n, n, n))
             rules.append(RuleResult(
                 "modelled speedup over the naive kernel", speedup, MIN_MODELLED_SPEEDUP, ">=",
                 "x", speedup >= MIN_MODELLED_SPEEDUP,
