@@ -2256,3 +2256,51 @@ def _calls_helper(x):
     i = cuda.grid(1)
     if i < x.size:
         x[i] = _helper(i)
+
+
+# ------------------------------------------------------------------------------------------
+# local memory: the frame and the bytes stored to it (kernellab.sim.model charges them)
+
+
+@cuda.jit
+def k_local_row(x, out, n):
+    row = cuda.local.array(64, float32)      # indexed by a run-time loop: local memory
+    acc4 = cuda.local.array(4, float32)      # indexed by constants: registers on a GPU
+    i = cuda.grid(1)
+    for t in range(4):
+        acc4[t] = float32(0.0)
+    for j in range(n):
+        row[j] = x[i] + float32(j)
+    for j in range(n):
+        acc4[j % 4] += row[n - 1 - j]
+    out[i] = acc4[0] + acc4[1] + acc4[2] + acc4[3]
+
+
+def test_local_frame_and_stored_bytes_are_counted():
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    c = run(k_local_row, 2, 32, x, out, 10).counters
+    # without the GPU compile the frame is every local array (an upper bound)
+    assert c["local_frame_bytes"] == 64 * 4 + 4 * 4
+    assert c["local_touched_bytes"] == 64 * (10 + 4) * 4
+    assert out[5] == pytest.approx(10 * 5 + 45)
+    # launches without local arrays report none
+    c = run(k_copy_stride, 2, 32, x, np.zeros(64, np.float32), 1).counters
+    assert c["local_frame_bytes"] == c["local_touched_bytes"] == 0
+
+
+def test_local_frame_is_the_ptx_depot(ptx_cache):
+    x = np.arange(64, dtype=np.float32)
+    st = run(k_local_row, 2, 32, x, np.zeros(64, np.float32), 10, gpu_compile=True)
+    frame = st.counters["local_frame_bytes"]
+    # the run-time-indexed row stays in local memory; what NVVM keeps in registers is not
+    # in the frame, and only the stores to arrays that fit in the frame count
+    assert 64 * 4 <= frame <= 64 * 4 + 4 * 4
+    assert st.counters["local_touched_bytes"] in (64 * 10 * 4, 64 * (10 + 4) * 4)
+
+
+def test_local_depot_bytes_reads_every_depot():
+    ptx = (".visible .entry k(\n{\n\t.local .align 16 .b8 \t__local_depot0[512];\n"
+           "\t.local .align 8 .b8 __local_depot1[24];\n\tst.local.f32 [%rd1], %f1;\n}")
+    assert engine.local_depot_bytes(ptx) == 536
+    assert engine.local_depot_bytes(".visible .entry k()\n{\n\tret;\n}") == 0

@@ -362,3 +362,66 @@ def test_small_grids_keep_the_ratio_and_the_launch_dilutes_it():
     coal = 128 * (5 * 64 + 4) * 32 / (5120 * 1.41e9 * 4 / 108) + 3e-6
     smem = 128 * 2 * 66 / (4 * 1.41e9) + 3e-6
     assert math.isclose(with_launch, coal / smem, rel_tol=1e-12)
+
+
+# --- local memory (module docstring, "Local memory") ----------------------------------------------
+
+def local(frame, touched, blocks, tpb, smem=0, **kw):
+    return counters(blocks=blocks, threads=blocks * tpb, shared_bytes_per_block=smem,
+                    **kw) | {"local_frame_bytes": frame, "local_touched_bytes": touched}
+
+
+def test_local_profile_figures():
+    # unified L1/shared per SM and the carveouts (Ampere / Hopper tuning guides)
+    assert A100.l1_shared_bytes_per_sm == 192 * 1024 and H100.l1_shared_bytes_per_sm == 256 * 1024
+    assert A100.shared_carveouts[-1] == A100.max_shared_per_sm == 164 * 1024
+    assert H100.shared_carveouts[-1] == H100.max_shared_per_sm == 228 * 1024
+    assert A100.max_blocks_per_sm == H100.max_blocks_per_sm == 32
+
+
+def test_no_local_frame_costs_nothing_and_changes_nothing():
+    c = counters(blocks=4, threads=512, global_load_sectors=1000, dram_read_bytes=32000)
+    lt = model.local_traffic(c)
+    assert lt.frame_bytes == 0 and lt.miss == 0 and lt.device_bytes == 0
+    mt = modelled_time(c)
+    assert mt.local is None
+    assert close(mt.breakdown["dram"], 32000 / A100.dram_bytes_per_s)
+
+
+def test_frames_that_fit_l1_cost_nothing():
+    # chapter 5's v2 at d = 32, float16: a 512-byte depot (its scores), 128 threads, 25 KiB of
+    # shared memory (32 KiB carveout): 64 KiB of frames in 160 KiB of L1
+    c = local(512, 128 * 512, blocks=1, tpb=128, smem=25088, dram_read_bytes=32768)
+    lt = model.local_traffic(c)
+    assert (lt.resident_threads, lt.working_set_bytes, lt.l1_bytes) == (128, 65536, 160 * 1024)
+    assert lt.miss == 0 and lt.device_bytes == 0
+    assert close(modelled_time(c).breakdown["dram"], 32768 / A100.dram_bytes_per_s)
+
+
+def test_frames_that_overflow_l1_are_charged_as_device_memory():
+    # a 2 KiB row a thread, 128 threads, 4 KiB of shared memory (8 KiB carveout): 256 KiB of
+    # frames for 184 KiB of L1; the share that does not fit misses, stored and read back
+    touched = 128 * 512
+    c = local(2048, touched, blocks=1, tpb=128, smem=4096)
+    lt = model.local_traffic(c)
+    miss = 1 - 184 / 256
+    assert lt.l1_bytes == 184 * 1024 and close(lt.miss, miss)
+    assert close(lt.device_bytes, 2 * miss * touched)
+    mt = modelled_time(c)
+    assert close(mt.breakdown["dram"], 2 * miss * touched / A100.dram_bytes_per_s)
+    assert close(mt.breakdown["global"], 2 * miss * touched / (A100.l2_bytes_per_s / 108))
+    assert mt.local == lt and mt.as_dict()["local"]["miss"] == lt.miss
+
+
+def test_resident_threads_follow_the_grid_and_the_occupancy_limits():
+    # 1000 blocks of 256 threads: ceil(1000/108) = 10 a SM, capped at 2048 threads (8 blocks)
+    assert model.local_traffic(local(4, 0, 1000, 256)).resident_threads == 2048
+    # 48 KiB of shared memory a block: 3 blocks fit in 164 KiB; carveout 164 KiB, 28 KiB of L1
+    lt = model.local_traffic(local(4, 0, 1000, 256, smem=48 * 1024))
+    assert lt.resident_threads == 3 * 256 and lt.l1_bytes == 28 * 1024
+    # a block of 33 threads takes two warps: 2048 / 64 = 32 blocks, the block limit too
+    assert model.local_traffic(local(4, 0, 10000, 33)).resident_threads == 32 * 33
+    assert model.local_traffic(local(4, 0, 1000, 33)).resident_threads == 10 * 33
+    # the H100 has its own L1 and carveouts
+    lt = model.local_traffic(local(4, 0, 1, 64, smem=170 * 1024), "h100")
+    assert lt.l1_bytes == (256 - 196) * 1024

@@ -20,7 +20,7 @@ LAUNCH_COUNTERS = (
     "global_store_elements", "dram_read_bytes", "dram_write_bytes", "shared_load_requests",
     "shared_store_requests", "shared_load_elements", "shared_store_elements",
     "shared_load_wavefronts", "shared_store_wavefronts", "shared_bytes_per_block", "barriers",
-    "warp_syncs", "shuffles", "atomics",
+    "warp_syncs", "shuffles", "atomics", "local_frame_bytes", "local_touched_bytes",
 )
 
 
@@ -172,8 +172,9 @@ def total_counters(launches: list[dict]) -> dict:
     out = dict.fromkeys(LAUNCH_COUNTERS, 0)
     for launch in launches:
         for k in LAUNCH_COUNTERS:
-            v = int(launch["counters"][k])
-            out[k] = max(out[k], v) if k == "shared_bytes_per_block" else out[k] + v
+            v = int(launch["counters"].get(k, 0))
+            out[k] = (max(out[k], v) if k in ("shared_bytes_per_block", "local_frame_bytes")
+                      else out[k] + v)
     return out
 
 
@@ -190,7 +191,9 @@ def modelled_seconds(launches: list[dict], flops: float, profile: str = PROFILE)
     for launch in launches:
         c = dict(launch["counters"])
         raw += model.modelled_time(c, p).seconds
-        c["blocks"] = max(int(c["blocks"]), p.sm_count)
+        blocks = max(int(c["blocks"]), 1)
+        c["blocks"] = max(blocks, p.sm_count)
+        c["threads"] = int(c.get("threads", 0)) // blocks * c["blocks"]  # same block size
         mt = model.modelled_time(c, p)
         total += mt.kernel_seconds
         per.append({"name": launch["name"], "seconds": mt.kernel_seconds,

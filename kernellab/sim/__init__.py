@@ -79,13 +79,18 @@ class Capture:
         self.unchecked = []
 
     def total(self) -> dict:
-        """Counters summed over the captured launches (``shared_bytes_per_block``: the max)."""
+        """Counters summed over the captured launches (``shared_bytes_per_block`` and
+        ``local_frame_bytes``: the max)."""
         from kernellab.sim.engine import COUNTER_KEYS
         out = dict.fromkeys(COUNTER_KEYS, 0)
         for s in self.launches:
             for k, v in s.counters.items():
-                out[k] = max(out[k], v) if k == "shared_bytes_per_block" else out[k] + v
+                out[k] = max(out[k], v) if k in _PER_LAUNCH_MAX else out[k] + v
         return out
+
+
+#: counters that describe one launch's configuration, not work: a total takes their max
+_PER_LAUNCH_MAX = ("shared_bytes_per_block", "local_frame_bytes")
 
 
 @contextlib.contextmanager

@@ -7,7 +7,10 @@ or runs on the gpu tier (where the engine's greenlet is not installed) can name 
 ``global_*_sectors`` the 32-byte sectors they touch; ``shared_*_wavefronts`` the passes through
 the 32 banks (wavefronts / requests = bank-conflict degree); ``dram_*_bytes`` each distinct
 sector once (compulsory traffic); ``shuffles``/``votes``/``warp_syncs`` warp collectives;
-``atomics`` atomic operations; ``flops`` is left for callers.
+``atomics`` atomic operations; ``flops`` is left for callers; ``local_frame_bytes`` one
+thread's local-memory frame (the PTX local depot; per launch, not summed) and
+``local_touched_bytes`` the bytes all threads stored to it (the model charges them when the
+frames of an SM's resident threads overflow L1: :func:`kernellab.sim.model.local_traffic`).
 """
 
 COUNTER_KEYS = (
@@ -21,4 +24,5 @@ COUNTER_KEYS = (
     "shared_load_elements", "shared_store_elements",
     "shared_load_wavefronts", "shared_store_wavefronts",
     "shared_bytes_per_block", "barriers", "warp_syncs", "shuffles", "votes", "atomics", "flops",
+    "local_frame_bytes", "local_touched_bytes",
 )

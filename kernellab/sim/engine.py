@@ -42,6 +42,14 @@ How a launch runs
     reports per argument its accesses and a digest of its content at start and end
     (``LaunchStats.arrays``), so a grader can tell what a kernel read and wrote.
 
+  ``cuda.local`` arrays are plain numpy arrays (not logged, not wrapped: a kernel's
+  per-thread registers and stack run at full speed); at the end of each block the bytes each
+  thread stored to them are counted (the elements no longer poisoned). A launch reports one
+  thread's local frame, ``local_frame_bytes`` -- the PTX ``__local_depot`` of the kernel when
+  it was compiled for a GPU (what NVVM kept in registers is not in it), else every local array
+  -- and ``local_touched_bytes``, the stores to the arrays that frame holds (largest first);
+  :func:`kernellab.sim.model.local_traffic` charges them when the frames overflow L1.
+
   A block's shared memory starts fresh, so blocks whose shared-memory logs are identical (the
   usual case) reuse the first one's shared analysis: exact, and most of the analysis time of a
   tiled kernel. When a race or uninitialised read is found, the launch is run again from a copy
@@ -96,6 +104,7 @@ import inspect
 import operator
 import os
 import random
+import re
 import signal
 import sys
 import threading
@@ -552,7 +561,32 @@ class _Local:
     def array(self, shape, dtype, alignment=None):
         if isinstance(dtype, _nbtypes.Type):
             dtype = _npsupport.as_dtype(dtype)
-        return _poisoned(shape, dtype)
+        a = _poisoned(shape, dtype)
+        if _launch is not None and _cur is not None:
+            _launch.block_locals.append((_cur.tid, a))    # its footprint, at the block's end
+        return a
+
+
+def _local_footprints(launch):
+    """Fold the finished block's ``cuda.local`` arrays into the launch's local-memory figures:
+    per thread that has local arrays, ``(nbytes, bytes stored to)`` of each, largest first
+    (``local_threads``; an element is stored to when it no longer holds the poison it started
+    with), and the most bytes one thread's arrays take (``local_alloc_max``)."""
+    if not launch.block_locals:
+        return
+    per = {}
+    for tid, a in launch.block_locals:
+        if a.dtype.kind in "fc":
+            n = int(a.size - np.count_nonzero(np.isnan(a)))
+        else:
+            b = a.reshape(-1).view(np.uint8).reshape(a.size, a.itemsize)
+            n = int(np.count_nonzero((b != INT_POISON).any(axis=1)))
+        per.setdefault(tid, []).append((a.nbytes, n * a.itemsize))
+    for arrays in per.values():
+        arrays.sort(reverse=True)
+        launch.local_alloc_max = max(launch.local_alloc_max, sum(x for x, _ in arrays))
+        launch.local_threads.append(arrays)
+    launch.block_locals = []
 
 
 class _Const:
@@ -848,6 +882,9 @@ class _Launch:
         self.trace_roots = []
         self.shuffle_warps = set()  # (block, warp) of every warp that executed a shuffle
         self.arrays = []
+        self.block_locals = []      # (tid, array) of the running block's cuda.local arrays
+        self.local_alloc_max = 0    # bytes of local arrays of the thread that has the most
+        self.local_threads = []     # per thread with local arrays: [(nbytes, stored bytes)]
 
     # -- memory
     def global_root(self, name, arr):
@@ -1705,6 +1742,7 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
         stale = 0
     launch.block_open = False
     launch.flush()
+    _local_footprints(launch)
     c["shared_bytes_per_block"] = max(c["shared_bytes_per_block"],
                                       launch.shared_bytes + (launch.dynshared_size or 0))
 
@@ -2030,9 +2068,12 @@ def _launch_once(kernel, args):
     check_launch_config(grid, block, kernel.dynshared_size or 0)
     fn = kernel.fn
     name = getattr(fn, "__name__", "kernel")
+    depot = None
     if _OPTS["gpu_compile"]:
         from kernellab.sim import ptx
-        ptx_counts = ptx.compile_kernel(kernel, args).counts
+        compiled = ptx.compile_kernel(kernel, args)
+        ptx_counts = compiled.counts
+        depot = local_depot_bytes(compiled.ptx)
     else:
         ptx_counts = None
     want_trace = any(cap.trace for cap in _listeners)
@@ -2063,6 +2104,7 @@ def _launch_once(kernel, args):
         _disarm_alarm(alarm)
     for wb in retr:
         wb()
+    _local_counters(L, depot)
     stats = LaunchStats(name, grid, block, L.counters, ptx_counts, L.trace)
     stats.checks = _OPTS["checks"]
     stats.arrays = L.arrays
@@ -2071,6 +2113,37 @@ def _launch_once(kernel, args):
     for cap in _listeners:
         cap.launches.append(stats)
     return stats
+
+
+_DEPOT = re.compile(r"\.local\s+\.align\s+\d+\s+\.b8\s+__local_depot\d+\[(\d+)\]")
+
+
+def local_depot_bytes(ptx_text: str) -> int:
+    """Bytes of local memory a kernel's PTX reserves per thread: the sum of its
+    ``__local_depot`` arrays (``.local .align A .b8 __local_depotN[bytes]``: the stack frame
+    NVVM gives the local arrays it could not keep in registers; PTX ISA, "State Spaces: Local").
+    ptxas may still spill registers there; that is not seen at the PTX level."""
+    return sum(int(m) for m in _DEPOT.findall(ptx_text or ""))
+
+
+def _local_counters(L, depot):
+    """``local_frame_bytes``: the local frame of one thread -- the PTX local depot when the
+    kernel was compiled for a GPU (arrays NVVM promoted to registers are not in it), else the
+    bytes of ``cuda.local`` arrays of the thread that allocates the most (an upper bound);
+    ``local_touched_bytes``: the bytes the threads stored to the arrays in that frame, taken
+    largest first while they fit in it (registers hold small arrays indexed by constants; a
+    frame of 0 -- everything in registers -- has none)."""
+    frame = L.local_alloc_max if depot is None else depot
+    touched = 0
+    for arrays in L.local_threads:
+        room = frame
+        for nbytes, stored in arrays:
+            if nbytes <= room:
+                room -= nbytes
+                touched += stored
+    c = L.counters
+    c["local_frame_bytes"] = int(frame)
+    c["local_touched_bytes"] = int(touched)
 
 
 class Relaunch:

@@ -14,7 +14,9 @@ that the counters measure. Each component is ``work / throughput``:
 component   work (counters)                            throughput
 =========== ========================================== =====================================
 ``dram``    ``dram_read_bytes + dram_write_bytes``     ``dram_bytes_per_s``
+            + local bytes that miss L1 (below)
 ``global``  ``global_{load,store}_sectors`` x 32 B     ``l2_bytes_per_s x f``
+            + local bytes that miss L1 (below)
 ``shared``  ``shared_{load,store}_wavefronts`` x 128 B ``shared_bytes_per_s_per_sm x SMs x f``
 ``compute`` ``flops``                                  ``fp32_flops x f``
 ``sync``    ``barriers x barrier_cycles`` (cycles)     ``clock x SMs x f`` (cycles/s)
@@ -42,14 +44,31 @@ What each counter costs:
   launch, as if L2 were perfect.
 * **Shared memory.** The model charges wavefronts. A 2-way bank conflict doubles the wavefronts,
   so it doubles the shared component. A broadcast is free.
+* **Local memory** (:func:`local_traffic`). A ``cuda.local`` array the compiler cannot keep
+  in registers lives in *local memory*, which "resides in device memory" and is cached in L1
+  and L2 (CUDA C++ Programming Guide, "Device Memory Accesses", "Local Memory") [verified,
+  via NVIDIA's Nsight documentation of the same text]. The engine reports one thread's frame,
+  ``local_frame_bytes`` (F: the PTX ``__local_depot``, so arrays NVVM promoted to registers
+  cost nothing), and ``local_touched_bytes`` (T: the bytes the threads stored to it). The
+  frames of the threads resident on one SM, ``W = F x resident threads``, compete for the L1
+  left beside the shared-memory carveout, ``C = l1_shared_bytes_per_sm - carveout``. The
+  share of the frames that does not fit, ``miss = max(0, 1 - C / W)`` (an ideal cache; LRU on
+  a cyclic sweep would miss more) [assumption], goes to device memory and is charged like a
+  global scratch array the kernel writes and reads back: ``2 x miss x T`` bytes, both as L2
+  sectors and as DRAM bytes (each sector once each way, as for global arrays). A frame that
+  fits costs nothing: L1 hits are not modelled for global memory either. Resident threads:
+  the launch's blocks spread over the SMs, ``ceil(blocks / SMs)`` a SM, capped by the
+  occupancy limits of threads, blocks and shared memory per SM (registers are not known at the
+  PTX level and are not a limit here).
 * **Compute.** The engine counts no arithmetic. ``flops`` is 0 unless the caller writes it into
   the counters (e.g. ``2*M*N*K`` for a GEMM). When ``flops`` is 0, the compute component is
   0: the model estimates nothing, so arithmetic is not modelled.
 
 Input rules:
 
-* Missing keys raise ``KeyError`` naming every missing key. ``flops`` is the only optional key
-  and defaults to 0. Extra keys are ignored.
+* Missing keys raise ``KeyError`` naming every missing key. ``flops`` and the local-memory
+  counters (``local_frame_bytes``, ``local_touched_bytes``; ``threads`` is read with them) are
+  optional and default to 0. Extra keys are ignored.
 * Negative or non-finite values raise ``ValueError``.
 * ``blocks`` = 0 is treated as 1 in ``f``, so a dict of zeros models to the launch overhead
   alone.
@@ -79,7 +98,10 @@ instruction issue, integer and     index arithmetic, loop overhead, predication 
 address arithmetic, SFU ops        cost nothing; only ``flops`` (if given) is compute
 shuffles, votes, warp syncs,       counted by the engine, but not modelled (cost 0)
 atomics
-register pressure and spills       local-memory traffic is not counted
+register pressure and spills       ptxas spills and register-limited occupancy are not
+                                   seen (the local frame is PTX's); local accesses are
+                                   charged by footprint (stored bytes x 2), not counted one
+                                   by one
 tensor cores, FP16/FP64 rates      one FP32 (non-tensor) peak for all ``flops``
 clocks and throttling              boost clock always; no power or thermal limits
 tail effects and waves             ``blocks`` > SMs is treated as perfectly balanced
@@ -127,10 +149,18 @@ Per-SM figures, all profiles:
   C++ Programming Guide, "Shared Memory", compute capability 5.x and later) [memory]. An SM's
   L1 also returns about 128 B/clk, measured by te42kyfo/gpu-benches, README "gpu-cache"
   [secondary].
-* ``max_threads_per_sm`` is 2048. ``max_shared_per_sm`` is 164 KiB (cc 8.0) or 228 KiB (cc 9.0)
-  (CUDA C++ Programming Guide, "Compute Capabilities" table [memory]; A100 ``deviceQuery``
-  prints 167936 bytes [secondary]). These two fields are information for reports; the
-  timing model does not use them.
+* ``max_threads_per_sm`` is 2048 and ``max_blocks_per_sm`` 32. ``max_shared_per_sm`` is
+  164 KiB (cc 8.0) or 228 KiB (cc 9.0) (CUDA C++ Programming Guide, "Compute Capabilities"
+  table [memory]; A100 ``deviceQuery`` prints 167936 bytes [secondary]). The local-memory
+  model uses them for the resident threads of an SM.
+* ``l1_shared_bytes_per_sm``, the unified L1 data cache and shared memory of one SM: 192 KiB
+  on A100 (NVIDIA Ampere GPU Architecture Tuning Guide, "Unified Shared Memory/L1/Texture
+  Cache": "combined L1 cache and shared memory ... 192 KB per SM") and 256 KiB on H100/H200
+  (NVIDIA Hopper Tuning Guide, same section) [memory]. ``shared_carveouts``: the shared-memory
+  sizes an SM can be configured to, the smallest that holds the resident blocks' shared
+  memory is taken: 0, 8, 16, 32, 64, 100, 132, 164 KiB on A100 (Ampere Tuning Guide
+  [secondary: quoted in numba/numba#7897]), the same plus 196 and 228 KiB on H100/H200
+  (Hopper Tuning Guide [memory]).
 * ``launch_overhead_s`` is 3 µs. The launch overhead of null kernels "appears to have been
   reduced to about 3 microseconds with recent hardware and software" (NVIDIA developer forums,
   "Too much time for kernel launch latency", 2022) [secondary]. The same value is used for
@@ -159,6 +189,8 @@ __all__ = [
     "total_seconds",
     "speedup",
     "describe",
+    "LocalTraffic",
+    "local_traffic",
 ]
 
 SECTOR_BYTES = 32
@@ -213,8 +245,12 @@ class DeviceProfile:
         launch_overhead_s: fixed cost of one launch, seconds. It does not overlap with the
             kernel.
         barrier_cycles: cost of one ``syncthreads`` in one block, clock cycles.
-        max_threads_per_sm: resident-thread limit per SM (information only).
-        max_shared_per_sm: shared memory per SM, bytes (information only).
+        max_threads_per_sm: resident-thread limit per SM.
+        max_shared_per_sm: shared memory per SM, bytes.
+        l1_shared_bytes_per_sm: unified L1 data cache + shared memory of one SM, bytes.
+        shared_carveouts: the shared-memory sizes (bytes) an SM's L1 can be split at,
+            ascending.
+        max_blocks_per_sm: resident-block limit per SM.
     """
 
     name: str
@@ -229,6 +265,9 @@ class DeviceProfile:
     barrier_cycles: float
     max_threads_per_sm: int
     max_shared_per_sm: int
+    l1_shared_bytes_per_sm: int = 192 * 1024
+    shared_carveouts: tuple = tuple(k * 1024 for k in (0, 8, 16, 32, 64, 100, 132, 164))
+    max_blocks_per_sm: int = 32
 
     def __post_init__(self):
         for f in ("sm_count", "clock_ghz", "fp32_flops", "dram_bytes_per_s", "l2_bytes_per_s",
@@ -258,20 +297,30 @@ _L2_BYTES_PER_CLK = 5120  # A100 whitepaper; reused per clock for H100/H200 (an 
 _LAUNCH_S = 3e-6
 _BARRIER_CYCLES = 20
 
-def _profile(name, description, sms, ghz, fp32_flops, dram_bytes_per_s, max_shared_kib):
+_AMPERE_CARVEOUTS_KIB = (0, 8, 16, 32, 64, 100, 132, 164)   # Ampere Tuning Guide
+_HOPPER_CARVEOUTS_KIB = _AMPERE_CARVEOUTS_KIB + (196, 228)  # Hopper Tuning Guide
+
+
+def _profile(name, description, sms, ghz, fp32_flops, dram_bytes_per_s, max_shared_kib,
+             l1_kib, carveouts_kib):
     return DeviceProfile(
         name=name, description=description, sm_count=sms, clock_ghz=ghz,
         fp32_flops=fp32_flops, dram_bytes_per_s=dram_bytes_per_s,
         l2_bytes_per_s=_L2_BYTES_PER_CLK * ghz * 1e9,
         shared_bytes_per_s_per_sm=WAVEFRONT_BYTES * ghz * 1e9,
         launch_overhead_s=_LAUNCH_S, barrier_cycles=_BARRIER_CYCLES,
-        max_threads_per_sm=2048, max_shared_per_sm=max_shared_kib * 1024)
+        max_threads_per_sm=2048, max_shared_per_sm=max_shared_kib * 1024,
+        l1_shared_bytes_per_sm=l1_kib * 1024,
+        shared_carveouts=tuple(k * 1024 for k in carveouts_kib))
 
 
 PROFILES: dict[str, DeviceProfile] = {
-    "a100": _profile("a100", "NVIDIA A100-SXM4-40GB", 108, _A100_CLOCK_GHZ, 19.5e12, 1555e9, 164),
-    "h100": _profile("h100", "NVIDIA H100 SXM5 80GB", 132, _H100_CLOCK_GHZ, 67e12, 3.35e12, 228),
-    "h200": _profile("h200", "NVIDIA H200 SXM 141GB", 132, _H100_CLOCK_GHZ, 67e12, 4.8e12, 228),
+    "a100": _profile("a100", "NVIDIA A100-SXM4-40GB", 108, _A100_CLOCK_GHZ, 19.5e12, 1555e9, 164,
+                     192, _AMPERE_CARVEOUTS_KIB),
+    "h100": _profile("h100", "NVIDIA H100 SXM5 80GB", 132, _H100_CLOCK_GHZ, 67e12, 3.35e12, 228,
+                     256, _HOPPER_CARVEOUTS_KIB),
+    "h200": _profile("h200", "NVIDIA H200 SXM 141GB", 132, _H100_CLOCK_GHZ, 67e12, 4.8e12, 228,
+                     256, _HOPPER_CARVEOUTS_KIB),
 }
 
 DEFAULT_PROFILE = "a100"
@@ -293,6 +342,65 @@ def get_profile(profile: str | DeviceProfile = DEFAULT_PROFILE) -> DeviceProfile
 
 
 @dataclass(frozen=True)
+class LocalTraffic:
+    """What the model charges for one launch's local memory (module docstring, "Local memory").
+
+    Attributes:
+        frame_bytes: F, one thread's local frame (counter ``local_frame_bytes``), bytes.
+        touched_bytes: T, the bytes all threads stored to local memory, bytes.
+        resident_threads: threads resident on one SM (the launch's blocks spread over the SMs,
+            capped by the occupancy limits).
+        working_set_bytes: ``F x resident_threads``, bytes.
+        l1_bytes: C, the L1 left beside the shared-memory carveout of the resident blocks.
+        miss: ``max(0, 1 - C / W)``, the share of local accesses that go to device memory.
+        device_bytes: ``2 x miss x T``, bytes charged to both L2 and DRAM.
+    """
+
+    frame_bytes: int
+    touched_bytes: int
+    resident_threads: int
+    working_set_bytes: int
+    l1_bytes: int
+    miss: float
+    device_bytes: float
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _local_number(c: Mapping, key: str) -> float:
+    return _counter(c, key) if key in c else 0.0
+
+
+def local_traffic(counters, profile: str | DeviceProfile = DEFAULT_PROFILE) -> LocalTraffic:
+    """The local-memory charge of one launch (module docstring, "Local memory") from its
+    counters (a dict or ``LaunchStats``): ``local_frame_bytes``, ``local_touched_bytes``,
+    ``blocks``, ``threads`` and ``shared_bytes_per_block`` (missing keys count as 0). A launch
+    without a local frame gets all zeros."""
+    p = get_profile(profile)
+    c = _as_mapping(counters)
+    frame = int(_local_number(c, "local_frame_bytes"))
+    touched = int(_local_number(c, "local_touched_bytes"))
+    blocks = max(int(_local_number(c, "blocks")), 1)
+    tpb = max(int(_local_number(c, "threads")) // blocks, 1)
+    smem = int(_local_number(c, "shared_bytes_per_block"))
+    per_sm = min(-(-blocks // p.sm_count), p.max_blocks_per_sm,
+                 max(p.max_threads_per_sm // (-(-tpb // 32) * 32), 1))
+    if smem:
+        per_sm = min(per_sm, max(p.max_shared_per_sm // smem, 1))
+    per_sm = max(per_sm, 1)
+    shared = per_sm * smem
+    carveout = next((k for k in p.shared_carveouts if k >= shared), shared)
+    l1 = max(p.l1_shared_bytes_per_sm - carveout, 0)
+    resident = per_sm * tpb
+    working = frame * resident
+    miss = max(0.0, 1.0 - l1 / working) if working else 0.0
+    return LocalTraffic(frame_bytes=frame, touched_bytes=touched, resident_threads=resident,
+                        working_set_bytes=working, l1_bytes=l1, miss=miss,
+                        device_bytes=2.0 * miss * touched)
+
+
+@dataclass(frozen=True)
 class ModelledTime:
     """Modelled time of one launch.
 
@@ -303,6 +411,8 @@ class ModelledTime:
         profile: the :class:`DeviceProfile` the time was modelled for.
         active_sms: ``min(blocks, sm_count)``: the SMs that have a block to run. The launch
             gets the throughput of ``max(active_sms, 1)`` SMs.
+        local: the local-memory charge (:class:`LocalTraffic`) included in ``dram`` and
+            ``global``.
     """
 
     seconds: float
@@ -310,6 +420,7 @@ class ModelledTime:
     bound: str
     profile: DeviceProfile
     active_sms: int
+    local: LocalTraffic | None = None
 
     @property
     def kernel_seconds(self) -> float:
@@ -327,7 +438,8 @@ class ModelledTime:
         return {"seconds": self.seconds, "kernel_seconds": self.kernel_seconds,
                 "bound": self.bound, "kernel_bound": self.kernel_bound,
                 "breakdown": dict(self.breakdown), "profile": self.profile.name,
-                "active_sms": self.active_sms}
+                "active_sms": self.active_sms,
+                "local": self.local.as_dict() if self.local else None}
 
     def __str__(self) -> str:
         return describe(self)
@@ -367,7 +479,9 @@ def modelled_time(counters, profile: str | DeviceProfile = DEFAULT_PROFILE) -> M
 
     See the module docstring for the formula, the units and what the model ignores. Missing
     keys in :data:`REQUIRED_COUNTERS` raise ``KeyError`` naming every missing key. ``flops`` is
-    optional and defaults to 0, which means compute is not modelled.
+    optional and defaults to 0, which means compute is not modelled; the local-memory
+    counters (``local_frame_bytes``, ``local_touched_bytes``, with ``threads``) are optional
+    and default to 0 (no local memory).
     """
     p = get_profile(profile)
     c = _as_mapping(counters)
@@ -382,11 +496,13 @@ def modelled_time(counters, profile: str | DeviceProfile = DEFAULT_PROFILE) -> M
     busy = max(active, 1)  # blocks=0 (a dict of zeros) is treated as 1 block
     share = busy / p.sm_count  # the fraction of the chip that has work
 
+    local = local_traffic(c, p)
     sectors = n["global_load_sectors"] + n["global_store_sectors"]
     wavefronts = n["shared_load_wavefronts"] + n["shared_store_wavefronts"]
     breakdown = {
-        "dram": (n["dram_read_bytes"] + n["dram_write_bytes"]) / p.dram_bytes_per_s,
-        "global": sectors * SECTOR_BYTES / (p.l2_bytes_per_s * share),
+        "dram": (n["dram_read_bytes"] + n["dram_write_bytes"] + local.device_bytes)
+        / p.dram_bytes_per_s,
+        "global": (sectors * SECTOR_BYTES + local.device_bytes) / (p.l2_bytes_per_s * share),
         "shared": wavefronts * WAVEFRONT_BYTES / (p.shared_bytes_per_s_per_sm * busy),
         "compute": flops / (p.fp32_flops * share),
         "sync": n["barriers"] * p.barrier_cycles / (p.clock_hz * busy),
@@ -394,7 +510,8 @@ def modelled_time(counters, profile: str | DeviceProfile = DEFAULT_PROFILE) -> M
     }
     kernel = max(v for k, v in breakdown.items() if k != "launch")
     return ModelledTime(seconds=kernel + p.launch_overhead_s, breakdown=breakdown,
-                        bound=_argmax(breakdown), profile=p, active_sms=active)
+                        bound=_argmax(breakdown), profile=p, active_sms=active,
+                        local=local if local.frame_bytes else None)
 
 
 def _launch_list(launches) -> list:
