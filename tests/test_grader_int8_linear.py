@@ -67,6 +67,11 @@ def test_untouched_lab_fails_with_not_implemented():
     ("reciprocal_division.py", "quantize", "x * (1 / S) rounds differently"),
     ("float64_division.py", "quantize", "computed in float64"),
     ("no_clamp.py", "quantize", "clamp to [-127, 127]"),
+    ("int8_gemm_float32_accum.py", "gemm", "float32 holds integers exactly only up to 2^24"),
+    ("linear_activation_reciprocal.py", "linear", "quantising X (per token): x * (1 / S)"),
+    ("linear_activation_float64.py", "linear", "quantising X (per token): x / S was computed "
+                                               "in float64"),
+    ("weight_cache_by_shape.py", "linear", "computed from the earlier call's Wq"),
 ])
 def test_known_wrong_fails_for_its_reason(name, fn, reason):
     rep = grade("int8-linear", SUBS / name, run_performance=False)
@@ -80,6 +85,13 @@ def test_known_wrong_fails_for_its_reason(name, fn, reason):
         assert sorted(bad) == ["quantize 8x64 subnormal"], bad
     if name == "per_tensor_activations.py":
         assert "dB against the float64 layer <" in bad["linear 64x4096->128 outlier"]
+    if name == "int8_gemm_float32_accum.py":  # only the sums that float32 cannot hold
+        assert sorted(bad) == ["gemm 5x7x3001 float32_inexact"], bad
+    if name.startswith("linear_activation_"):  # the near ties, through linear_w8a8 only
+        assert "linear 16x200->9 near_ties" in bad and all(k.startswith("linear") for k in bad)
+    if name == "weight_cache_by_shape.py":  # only the call that repeats a shape
+        assert sorted(bad) == ["linear 17x300->9 gaussian_small again, 8 entries of X and Wq "
+                               "changed"], bad
 
 
 def test_returned_outputs_are_checked(tmp_path):
@@ -174,21 +186,67 @@ def test_freivalds_is_exact():
 
 def test_hidden_cases_are_validated():
     spec = Int8Linear()
-    with pytest.raises(ValueError, match="fn"):
+    with pytest.raises(ValueError, match="missing parameter fn"):
         spec.cases(HiddenCases(cases=[{"M": 1}]))
     with pytest.raises(ValueError, match=">= 1"):
         spec.cases(HiddenCases(cases=[{"fn": "int8_gemm", "M": 0, "N": 1, "K": 1}]))
     with pytest.raises(ValueError, match="kind"):
         spec.cases(HiddenCases(cases=[{"fn": "int8_gemm", "M": 1, "N": 1, "K": 1,
                                        "kind": "nope"}]))
-    with pytest.raises(ValueError, match="fn"):
+    with pytest.raises(ValueError, match="fn must be one of"):
         spec.cases(HiddenCases(cases=[{"fn": ["int8_gemm"], "M": 1, "N": 1, "K": 1}]))
-    for bad in (2.9, True, "3"):
-        with pytest.raises(ValueError, match="integers"):
+    for bad in (2.9, True, "3"):  # the rule of every lab (tests/test_hidden_cases.py)
+        with pytest.raises(ValueError, match="M must be an integer"):
             spec.cases(HiddenCases(cases=[{"fn": "int8_gemm", "M": bad, "N": 1, "K": 1}]))
-    with pytest.raises(ValueError, match="K <= 100000"):
+    with pytest.raises(ValueError, match="K must be <= 100000"):
         spec.cases(HiddenCases(cases=[{"fn": "int8_gemm", "M": 1, "N": 1, "K": 200000}]))
     gen = [c for c in spec.cases(HiddenCases(seed=9)) if c.hidden]
     assert len(gen) == 6
     for c in gen:
         spec.case_data(c)
+
+
+def test_float32_inexact_case_sums_are_beyond_what_float32_holds():
+    """Every C of the case is above 2^24 and most are not multiples of float32's spacing there:
+    no float32 accumulation, in any order, ends on them (it ends on a float32 value)."""
+    spec = Int8Linear()
+    (c,) = [c for c in spec.cases(HiddenCases()) if c.params.get("kind") == "float32_inexact"]
+    d = spec.case_data(c)
+    ref = int_gemm_golden(d.inputs["Aq"], d.inputs["Bq"])
+    assert ref.min() > 2 ** 25 and ref.max() < np.iinfo(np.int32).max
+    assert (ref.astype(np.float32).astype(np.int64) != ref).mean() > 0.5
+    with np.errstate(all="ignore"):
+        f64 = (d.inputs["Aq"].astype(np.float64) @ d.inputs["Bq"].astype(np.float64))
+    assert np.array_equal(f64.astype(np.int64), ref)  # float64 holds them: exact
+
+
+def test_linear_near_ties_split_the_activation_roundings():
+    from grader.labs.int8_linear import _other_roundings
+    from reference_kernels.quant import quantize_per_token_golden
+
+    spec = Int8Linear()
+    (c,) = [c for c in spec.cases(HiddenCases()) if c.params["fn"] == "linear_w8a8"
+            and c.params["kind"] == "near_ties"]
+    X = spec.case_data(c).inputs["X"]
+    Xq, sx = quantize_per_token_golden(X)
+    for why, q in _other_roundings(X, sx):   # float64 (two ways) and x * (1 / S)
+        assert (q != Xq).sum() >= 100, why
+        # in most rows (x * (1 / S) equals x / S in a row whose 1 / S happens to be exact)
+        assert sum((q[m] != Xq[m]).any() for m in range(len(X))) >= 0.75 * len(X), why
+
+
+def test_repeat_cases_change_a_few_entries_at_fresh_positions():
+    spec = Int8Linear()
+    first, second = (spec.cases(HiddenCases()) for _ in range(2))
+    reps = [i for i, c in enumerate(first) if "again" in c.name]
+    assert [spec.case_function(first[i]) for i in reps] == ["quantize_per_channel",
+                                                            "int8_gemm", "linear_w8a8"]
+    for i in reps:
+        base, again, again2 = first[i - 1], first[i], second[i]
+        assert again.name.startswith(base.name) and again.name == again2.name
+        b, r, r2 = (spec.case_data(x) for x in (base, again, again2))
+        for name in again.params["changed"]["arrays"]:
+            assert (b.inputs[name] != r.inputs[name]).sum() == 8
+            assert not np.array_equal(r.inputs[name], r2.inputs[name])  # fresh positions
+        untouched = set(b.inputs) - set(again.params["changed"]["arrays"])
+        assert all(np.array_equal(b.inputs[k], r.inputs[k]) for k in untouched)

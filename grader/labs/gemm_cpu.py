@@ -59,7 +59,9 @@ import numpy as np
 
 from grader.labs._gemm import case_seed, gemm_case_data, gemm_check, probably_correct
 from grader.labs._timed import TimedCalls
-from grader.spec import Case, CaseData, HiddenCases, LabSpec, RuleResult
+from grader.labs._repeat import change_inputs, repeat_case, stale_note
+from grader.spec import (Case, CaseData, HiddenCases, LabSpec, OneOf, RuleResult, Whole,
+                         hidden_case_error, parse_hidden_case)
 
 PERF_N = 1024
 PERF_N_NAIVE = 512  # the naive kernel takes seconds at 1024; its ratio is taken at 512
@@ -82,6 +84,10 @@ VISIBLE_SHAPES = [  # (M, N, K)
 DTYPES = ("float32", "float64")
 VISIBLE_SEED = 20261129
 MAX_CASE_BYTES = 192 << 20  # A + B + C of one hidden case
+#: called again right after itself with a few entries of A and B changed (grader.labs._repeat:
+#: a packed-panel cache keyed on the shapes and a few entries goes stale)
+REPEATED = "31x33x65 float32"
+HIDDEN_PARAMS = {"M": Whole(), "N": Whole(), "K": Whole(), "dtype": OneOf(DTYPES, "float32")}
 
 
 # Bound when the grader's worker imports this module, before the submission loads: the baseline
@@ -106,8 +112,10 @@ class GemmCPU(LabSpec):
                 name = f"{m}x{n}x{k} {dt}"
                 out.append(Case(name, {"M": m, "N": n, "K": k, "dtype": dt},
                                 case_seed(VISIBLE_SEED, name)))
+                if name == REPEATED:
+                    out.append(repeat_case(out[-1], ("A", "B")))
         for i, p in enumerate(hidden.cases):
-            p = self._validate(p)
+            p = self._validate(p, i)
             name = f"hidden{i} {p['M']}x{p['N']}x{p['K']} {p['dtype']}"
             out.append(Case(name, p, case_seed(hidden.seed or 0, name), hidden=True))
         if hidden.seed is not None and not hidden.cases:
@@ -122,24 +130,23 @@ class GemmCPU(LabSpec):
         return out
 
     @staticmethod
-    def _validate(p: dict) -> dict:
-        try:
-            m, n, k = int(p["M"]), int(p["N"]), int(p["K"])
-            dt = str(p.get("dtype", "float32"))
-        except (KeyError, TypeError, ValueError, OverflowError):
-            raise ValueError(f"hidden case {p!r}: needs integer M, N, K (dtype: float32 or float64, default float32)") from None
-        if min(m, n, k) < 1 or dt not in DTYPES or m * n * k > 2**31:
-            raise ValueError(f"hidden case {p!r}: M, N, K >= 1, M*N*K <= 2**31, dtype in {DTYPES}")
+    def _validate(p: dict, i: int = 0) -> dict:
+        """Hidden case ``i``'s parameters (grader.spec.parse_hidden_case), within the size
+        caps. Raises ValueError in plain words."""
+        q = parse_hidden_case(i, p, HIDDEN_PARAMS)
+        m, n, k, dt = q["M"], q["N"], q["K"], q["dtype"]
+        if m * n * k > 2**31:
+            raise hidden_case_error(i, f"needs M*N*K <= 2**31, not {m * n * k}")
         # A, B and C travel as files (the worker may write at most 256 MiB to one) and must fit
         # the worker's memory next to the submission's own: a case too big would be blamed on
         # the student
         if (m * k + k * n + m * n) * np.dtype(dt).itemsize > MAX_CASE_BYTES:
-            raise ValueError(f"hidden case {p!r}: A, B and C together must fit in "
-                             f"{MAX_CASE_BYTES >> 20} MiB")
-        return {"M": m, "N": n, "K": k, "dtype": dt}
+            raise hidden_case_error(i, f"A, B and C together must fit in "
+                                       f"{MAX_CASE_BYTES >> 20} MiB")
+        return q
 
     def case_data(self, case: Case) -> CaseData:
-        return gemm_case_data(case)
+        return change_inputs(case, gemm_case_data(case))
 
     def warmup_data(self):
         out = []
@@ -149,7 +156,7 @@ class GemmCPU(LabSpec):
         return out
 
     def check(self, case: Case, data: CaseData, outputs: dict):
-        return gemm_check(data, outputs)
+        return stale_note(self, case, data, outputs, gemm_check(data, outputs))
 
     # --------------------------------------------------------------- performance
     def perf_plan(self) -> dict:

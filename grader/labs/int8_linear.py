@@ -12,11 +12,17 @@ max|row| / 127 in float32 and S = 1 for an all-zero row):
   magnitudes span twelve decades (one scale for the whole matrix flattens the small rows to 0).
 * ``int8_gemm(Aq, Bq, C)``: Aq int8 (M, K), Bq int8 (K, N), C int32 (M, N) = Aq @ Bq, **exact**
   against an int64 product; cases include K = 3000 with every value -128 (each product 2^14:
-  int16 accumulation overflows after two terms, int8 after none) and random full-range data.
+  int16 accumulation overflows after two terms, int8 after none), K = 3001 with values near
+  +-127 signed so that every product is positive (every C about 4.6e7 > 2^24, most of them
+  not multiples of 4, float32's spacing there: no float32 accumulator, in any order, can end
+  on them) and random full-range data.
 * ``linear_w8a8(X, Wq, w_scales, bias, Y)``: X float32 (M, K) quantised per token (per row,
   the same rule), the int8 GEMM Xq Wq^T with int32 accumulation, then
   ``Y[m, n] = acc[m, n] * s_x[m] * w_scales[n] + bias[n]`` in float32. Wq (N, K) int8 and
-  w_scales (N,) come from the reference quantiser. Two rules:
+  w_scales (N,) come from the reference quantiser. X includes near-tie rows (the
+  ``near_ties`` data of quantize_per_channel: x / S in float32 lands exactly on a half step,
+  the exact quotient does not), so an activation quantiser with x * (1 / S) or a float64
+  division fails here too. Two rules:
 
   1. *the pipeline*: ``|Y - Y_q| <= 6 u32 (|acc| s_x s_w + |bias|)`` element-wise, Y_q the float64
      value of that formula from the reference's Xq, s_x and the int64 product: the float32
@@ -48,6 +54,10 @@ the measured fp32 FMA peak in int8 operations (AVX-512 VNNI's ratio, references.
 :data:`kernellab.machine.PEAK_MARGIN` for clock changes, :func:`kernellab.machine.speed_limit`)
 voids the speed points.
 
+Every function is also called again right after one of its cases with a few entries of
+its inputs changed at fresh random positions (:mod:`grader.labs._repeat`): a cache of packed
+weights keyed on the shapes and a few entries returns the earlier call's output and fails.
+
 The clamp: with S = max|row| / 127 every |x / S| is at most 127 (1 + u) for normal floats, so
 the clamp acts only where S underflows — rows of subnormal magnitude, where S = max / 127
 rounds to a whole ulp of the subnormal range and |x / S| reaches 190 (the ``subnormal`` case;
@@ -63,7 +73,9 @@ import numpy as np
 
 from grader.labs._gemm import case_seed
 from grader.labs._timed import TimedCalls
-from grader.spec import Case, CaseData, HiddenCases, LabSpec, RuleResult
+from grader.labs._repeat import change_inputs, repeat_case, stale_note
+from grader.spec import (Case, CaseData, HiddenCases, LabSpec, OneOf, RuleResult, Whole,
+                         hidden_case_error, parse_hidden_case)
 from kernellab.numerics import Comparison, Exact, Explicit, compare, unit_roundoff
 from reference_kernels.quant import (OUTLIER_FACTOR, QMAX, int_gemm_golden, linear_golden,
                                      predicted_sqnr_db, quantize_per_channel_golden,
@@ -93,11 +105,29 @@ GEMM_CASES = [  # (M, N, K, kind)
     (1, 1, 1, "random"), (2, 3, 5, "random"), (31, 33, 65, "random"), (64, 64, 64, "random"),
     (1, 257, 2, "random"), (33, 1, 129, "random"), (17, 130, 1100, "random"),
     (3, 5, 3000, "min"), (7, 9, 301, "extremes"), (2, 2, 2, "min"),
+    (5, 7, 3001, "float32_inexact"),
 ]
 LINEAR_CASES = [  # (M, K, N, kind)
     (1, 1, 1, "gaussian_small"), (3, 5, 2, "gaussian_small"), (4, 33, 7, "zero_token"),
     (64, 4096, 128, "gaussian"), (64, 4096, 128, "outlier"), (17, 300, 9, "gaussian_small"),
+    (16, 200, 9, "near_ties"),
 ]
+#: the cases called again right after themselves with a few entries changed: name -> inputs
+REPEATED = {"quantize 16x64 normal": ("W",), "gemm 31x33x65 random": ("Aq", "Bq"),
+            "linear 17x300->9 gaussian_small": ("X", "Wq")}
+QUANT_KINDS = ("normal", "decades", "ties", "near_ties", "subnormal", "zero_row",
+               "negative_max", "tiny", "huge")
+GEMM_KINDS = ("random", "min", "extremes", "float32_inexact")
+LINEAR_KINDS = ("gaussian", "outlier", "zero_token", "gaussian_small", "near_ties")
+MAX_HIDDEN_K = 100_000  # int32 holds K * 2^14
+#: a hidden case's parameters (grader.spec.parse_hidden_case), by function
+HIDDEN_PARAMS = {
+    "quantize_per_channel": {"N": Whole(), "K": Whole(), "kind": OneOf(QUANT_KINDS, "normal")},
+    "int8_gemm": {"M": Whole(), "N": Whole(), "K": Whole(hi=MAX_HIDDEN_K),
+                  "kind": OneOf(GEMM_KINDS, "random")},
+    "linear_w8a8": {"M": Whole(), "K": Whole(hi=MAX_HIDDEN_K), "N": Whole(),
+                    "kind": OneOf(LINEAR_KINDS, "gaussian")},
+}
 VISIBLE_SEED = 20261206
 MAX_CASE_BYTES = 96 << 20
 
@@ -155,6 +185,14 @@ def _quant_data(N: int, K: int, kind: str, rng) -> np.ndarray:
 
 
 def _gemm_data(M: int, N: int, K: int, kind: str, rng) -> tuple[np.ndarray, np.ndarray]:
+    if kind == "float32_inexact":  # |values| 120..128, A[:, k] and B[k, :] of one sign: every
+        # product positive, every C[m, n] about 15000 K
+        sign = rng.choice(np.array([-1, 1]), size=K)
+        A = np.where(sign[None, :] > 0, rng.integers(120, 128, (M, K)),
+                     -rng.integers(120, 129, (M, K))).astype(np.int8)
+        B = np.where(sign[:, None] > 0, rng.integers(120, 128, (K, N)),
+                     -rng.integers(120, 129, (K, N))).astype(np.int8)
+        return A, B
     if kind == "min":
         return np.full((M, K), -128, np.int8), np.full((K, N), -128, np.int8)
     if kind == "extremes":
@@ -166,7 +204,8 @@ def _gemm_data(M: int, N: int, K: int, kind: str, rng) -> tuple[np.ndarray, np.n
 
 
 def _linear_data(M: int, K: int, N: int, kind: str, rng):
-    X = rng.standard_normal((M, K)).astype(np.float32)
+    X = (_quant_data(M, K, "near_ties", rng) if kind == "near_ties"
+         else rng.standard_normal((M, K)).astype(np.float32))
     if kind == "outlier":
         X[:, int(rng.integers(0, K))] *= np.float32(OUTLIER_FACTOR)
     if kind == "zero_token":
@@ -198,16 +237,22 @@ class Int8Linear(LabSpec):
             name = f"quantize {n}x{k} {kind}"
             out.append(Case(name, {"fn": "quantize_per_channel", "N": n, "K": k, "kind": kind},
                             case_seed(VISIBLE_SEED, name)))
+            if name in REPEATED:
+                out.append(repeat_case(out[-1], REPEATED[name]))
         for m, n, k, kind in GEMM_CASES:
             name = f"gemm {m}x{n}x{k} {kind}"
             out.append(Case(name, {"fn": "int8_gemm", "M": m, "N": n, "K": k, "kind": kind},
                             case_seed(VISIBLE_SEED, name)))
+            if name in REPEATED:
+                out.append(repeat_case(out[-1], REPEATED[name]))
         for m, k, n, kind in LINEAR_CASES:
             name = f"linear {m}x{k}->{n} {kind}"
             out.append(Case(name, {"fn": "linear_w8a8", "M": m, "K": k, "N": n, "kind": kind},
                             case_seed(VISIBLE_SEED, name)))
+            if name in REPEATED:
+                out.append(repeat_case(out[-1], REPEATED[name]))
         for i, p in enumerate(hidden.cases):
-            p = self._validate(p)
+            p = self._validate(p, i)
             out.append(Case(f"hidden{i} {self._label(p)}", p,
                             case_seed(hidden.seed or 0, f"hidden{i}"), hidden=True))
         if hidden.seed is not None and not hidden.cases:
@@ -219,10 +264,10 @@ class Int8Linear(LabSpec):
                          "kind": ("normal", "decades", "ties")[r(0, 3)]}
                 elif i % 3 == 1:
                     p = {"fn": "int8_gemm", "M": r(1, 80), "N": r(1, 80), "K": r(1, 5000),
-                         "kind": ("random", "extremes")[r(0, 2)]}
+                         "kind": ("random", "extremes", "float32_inexact")[r(0, 3)]}
                 else:
                     p = {"fn": "linear_w8a8", "M": r(1, 80), "K": r(1, 700), "N": r(1, 80),
-                         "kind": "gaussian_small"}
+                         "kind": ("gaussian_small", "near_ties")[r(0, 2)]}
                 out.append(Case(f"hidden{i} {self._label(p)}", p,
                                 case_seed(hidden.seed, f"hidden{i}"), hidden=True))
         return out
@@ -236,27 +281,11 @@ class Int8Linear(LabSpec):
         return f"linear {p['M']}x{p['K']}->{p['N']} {p['kind']}"
 
     @staticmethod
-    def _validate(p: dict) -> dict:
-        kinds = {"quantize_per_channel": (("N", "K"), ("normal", "decades", "ties", "near_ties",
-                                                      "subnormal", "zero_row", "negative_max",
-                                                      "tiny", "huge")),
-                 "int8_gemm": (("M", "N", "K"), ("random", "min", "extremes")),
-                 "linear_w8a8": (("M", "K", "N"), ("gaussian", "outlier", "zero_token",
-                                                    "gaussian_small"))}
-        fn = p.get("fn") if isinstance(p, dict) else None
-        if not isinstance(fn, str) or fn not in kinds:
-            raise ValueError(f"hidden case {p!r}: \"fn\" must be one of {sorted(kinds)}")
-        dims, allowed = kinds[fn]
-        q = {d: p.get(d) for d in dims}
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in q.values()):
-            raise ValueError(f"hidden case {p!r}: needs integers {', '.join(dims)}")
-        if min(q.values()) < 1:
-            raise ValueError(f"hidden case {p!r}: {', '.join(dims)} must be >= 1")
-        kind = p.get("kind", allowed[0])
-        if not isinstance(kind, str) or kind not in allowed:
-            raise ValueError(f"hidden case {p!r}: kind must be one of {allowed}")
-        if fn in ("int8_gemm", "linear_w8a8") and q["K"] > 100_000:
-            raise ValueError(f"hidden case {p!r}: K <= 100000 (int32 holds K * 2^14)")
+    def _validate(p: dict, i: int = 0) -> dict:
+        """Hidden case ``i``'s parameters (grader.spec.parse_hidden_case), within the arrays'
+        size cap. Raises ValueError in plain words."""
+        q = parse_hidden_case(i, p, {}, by="fn", variants=HIDDEN_PARAMS)
+        fn = q["fn"]
         if fn == "quantize_per_channel":
             nbytes = 5 * q["N"] * q["K"]
         elif fn == "int8_gemm":
@@ -264,11 +293,15 @@ class Int8Linear(LabSpec):
         else:
             nbytes = 4 * q["M"] * q["K"] + 5 * q["N"] * q["K"] + 4 * q["M"] * q["N"]
         if nbytes > MAX_CASE_BYTES:
-            raise ValueError(f"hidden case {p!r}: the arrays must fit in "
-                             f"{MAX_CASE_BYTES >> 20} MiB")
-        return {"fn": fn, **q, "kind": kind}
+            raise hidden_case_error(i, f"the arrays must fit in {MAX_CASE_BYTES >> 20} MiB "
+                                       f"(these need {nbytes / 2**20:.0f} MiB)")
+        return q
 
     def case_data(self, case: Case) -> CaseData:
+        return change_inputs(case, self._case_data(case))
+
+    @staticmethod
+    def _case_data(case: Case) -> CaseData:
         p = case.params
         rng = np.random.default_rng(case.seed)
         if p["fn"] == "quantize_per_channel":
@@ -296,6 +329,10 @@ class Int8Linear(LabSpec):
 
     # ------------------------------------------------------------------ checks
     def check(self, case: Case, data: CaseData, outputs: dict):
+        return stale_note(self, case, data, outputs, self._check(case, data, outputs))
+
+    @staticmethod
+    def _check(case: Case, data: CaseData, outputs: dict):
         fn = case.params["fn"]
         if fn == "quantize_per_channel":
             return _check_quantize(data.inputs["W"], outputs["Wq"], outputs["scales"])
@@ -452,16 +489,9 @@ def _quantize_hint_quiet(W, Wq, scales, ref_q, ref_s) -> str:
         W32, S32 = W.astype(np.float32), ref_s[:, None]
         ratio = W32 / S32
         tie = np.abs(ratio - np.trunc(ratio)) == 0.5
-        q64 = np.clip(np.rint(W32.astype(np.float64) / S32.astype(np.float64)), -QMAX, QMAX)
-        qrc = np.clip(np.rint(W32 * (np.float32(1) / S32)), -QMAX, QMAX)
-        amax64 = np.abs(W32.astype(np.float64)).max(axis=1, keepdims=True)
-        S64 = np.where(amax64 > 0, amax64 / QMAX, 1.0)
-        q64s = np.clip(np.rint(W32.astype(np.float64) / S64), -QMAX, QMAX)
-        if np.array_equal(Wq, q64.astype(np.int8)) or np.array_equal(Wq, q64s.astype(np.int8)):
-            return ("x / S was computed in float64 (in Numba, amax / 127.0 or a float64 "
-                    "literal makes it so): the rule is one float32 division")
-        if np.array_equal(Wq, qrc.astype(np.int8)):
-            return "x * (1 / S) rounds differently from x / S: divide, in float32"
+        for why, q in _other_roundings(W32, ref_s):
+            if np.array_equal(Wq, q):
+                return why
         away = np.trunc(ratio + np.copysign(np.float32(0.5), ratio))
         if tie[bad].all() and np.array_equal(Wq[bad], np.clip(away, -QMAX, QMAX)[bad]):
             return ("every wrong element is an exact tie (x / S = k + 1/2): round half to "
@@ -469,6 +499,26 @@ def _quantize_hint_quiet(W, Wq, scales, ref_q, ref_s) -> str:
         if (np.abs(ref_q[bad]) == QMAX).all():
             return "the wrong elements are at +-127: clamp to [-127, 127]"
     return ""
+
+
+_FLOAT64_DIVISION = ("x / S was computed in float64 (in Numba, amax / 127.0 or a float64 "
+                     "literal makes it so): the rule is one float32 division")
+_RECIPROCAL = "x * (1 / S) rounds differently from x / S: divide, in float32"
+
+
+def _other_roundings(X32: np.ndarray, S: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """The usual wrong quantisations of the rows of X32 (float32) under the reference scales
+    S (one per row), as int8 arrays, each with what it did wrong: x / S in float64 (with S in
+    float32, and with S = amax / 127 in float64), and x * (1 / S) in float32."""
+    S32 = S.astype(np.float32)[:, None]
+    with np.errstate(all="ignore"):  # 1 / S overflows on subnormal rows
+        amax64 = np.abs(X32.astype(np.float64)).max(axis=1, keepdims=True)
+        S64 = np.where(amax64 > 0, amax64 / QMAX, 1.0)
+        qs = [(_FLOAT64_DIVISION, X32.astype(np.float64) / S32.astype(np.float64)),
+              (_FLOAT64_DIVISION, X32.astype(np.float64) / S64),
+              (_RECIPROCAL, X32 * (np.float32(1) / S32))]
+        return [(why, np.clip(np.rint(np.nan_to_num(q)), -QMAX, QMAX).astype(np.int8))
+                for why, q in qs]
 
 
 def _gemm_hint(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> str:
@@ -481,6 +531,12 @@ def _gemm_hint(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> str:
         if np.all(diff % (1 << bits) == 0):
             return (f"every wrong element is off by a multiple of 2^{bits}: the sum wrapped in "
                     f"int{bits}; accumulate in int32 (widen each int8 before the multiply)")
+    ref = int_gemm_golden(A, B)
+    bad = C.astype(np.int64) != ref
+    if (np.abs(ref[bad]) > 2 ** 24).all() and (
+            C[bad].astype(np.float32).astype(np.int64) == C[bad]).all():
+        return ("every wrong element is a sum beyond 2^24 that came out a float32 value: "
+                "float32 holds integers exactly only up to 2^24; accumulate in int32")
     return "compare with A @ B computed in int64"
 
 
@@ -527,6 +583,14 @@ def _linear_hint(X, Wq, sw, bias, Y, acc, scale) -> str:
     if np.allclose(Y64, unquantised, rtol=1e-5, atol=1e-6 * np.abs(unquantised).max()):
         return ("Y matches the layer with X not quantised: quantise X per token (the rule of "
                 "quantize_per_channel, applied to the rows of X) before the int8 GEMM")
+    _, sx_ref = quantize_per_token_golden(X)
+    for why, Xq in _other_roundings(X.astype(np.float32), sx_ref):
+        acc_o = int_gemm_golden(Xq, Wq.T).astype(np.float64)
+        Y_o = acc_o * scale + b
+        bound = DEQUANT_ROUNDINGS * unit_roundoff("float32") * (np.abs(acc_o) * scale
+                                                                 + np.abs(b))
+        if not np.array_equal(acc_o, acc) and (np.abs(Y64 - Y_o) <= bound).all():
+            return f"quantising X (per token): {why}"
     amax_rows = np.abs(X).max(axis=1)
     if np.all(amax_rows == amax_rows[0]):
         return ""  # per-token and per-tensor scales coincide (one row, or equal row maxima)

@@ -62,7 +62,9 @@ import numpy as np
 
 from grader.labs._gemm import case_seed
 from grader.labs._timed import TimedCalls
-from grader.spec import Case, CaseData, HiddenCases, LabSpec, RuleResult
+from grader.labs._repeat import change_inputs, repeat_case, stale_note
+from grader.spec import (Case, CaseData, HiddenCases, LabSpec, RuleResult, Whole,
+                         hidden_case_error, parse_hidden_case)
 from kernellab.numerics import MeasuredBaseline, compare, unit_roundoff
 from kernellab.winograd import abs_bound
 from reference_kernels.conv import conv2d_direct_rounded, conv2d_flops, conv2d_golden
@@ -87,6 +89,10 @@ VISIBLE_SHAPES = [
     (1, 5, 64, 6, 7), (1, 32, 32, 17, 16), (1, 1, 1, 31, 33),
 ]
 VISIBLE_SEED = 20261130
+#: called again right after itself with a few entries of X and W changed (grader.labs._repeat:
+#: a transformed-filter cache keyed on the shapes and a few entries goes stale)
+REPEATED = "N1 C16 K8 13x11"
+HIDDEN_PARAMS = {k: Whole() for k in ("N", "C", "K", "H", "W")}
 MAX_CASE_BYTES = 96 << 20  # X + W + Y of one hidden case (float32)
 MAX_CHECK_BYTES = 256 << 20  # the float64 transformed tiles of the grader's bound, one case
 MAX_CHECK_PASSES = 200_000  # numpy passes of the grader's float32 direct convolution
@@ -112,8 +118,10 @@ class Winograd(LabSpec):
             p = dict(zip(("N", "C", "K", "H", "W"), shape))
             name = "N{N} C{C} K{K} {H}x{W}".format(**p)
             out.append(Case(name, p, case_seed(VISIBLE_SEED, name)))
+            if name == REPEATED:
+                out.append(repeat_case(out[-1], ("X", "W")))
         for i, p in enumerate(hidden.cases):
-            p = self._validate(p)
+            p = self._validate(p, i)
             name = "hidden{} N{N} C{C} K{K} {H}x{W}".format(i, **p)
             out.append(Case(name, p, case_seed(hidden.seed or 0, name), hidden=True))
         if hidden.seed is not None and not hidden.cases:
@@ -127,29 +135,27 @@ class Winograd(LabSpec):
         return out
 
     @staticmethod
-    def _validate(p: dict) -> dict:
+    def _validate(p: dict, i: int = 0) -> dict:
+        """Hidden case ``i``'s parameters (grader.spec.parse_hidden_case), within the caps on
+        the arrays and on the grader's own check. Raises ValueError in plain words."""
         keys = ("N", "C", "K", "H", "W")
-        q = {k: p.get(k) for k in keys} if isinstance(p, dict) else {}
-        if not q or not all(isinstance(v, int) and not isinstance(v, bool) for v in q.values()):
-            raise ValueError(f"hidden case {p!r}: needs integers N, C, K, H, W")
-        if min(q.values()) < 1:
-            raise ValueError(f"hidden case {p!r}: N, C, K, H, W must be >= 1")
+        q = parse_hidden_case(i, p, HIDDEN_PARAMS)
         n, c, k, h, w = (q[x] for x in keys)
         if 4 * (n * c * h * w + k * c * 9 + n * k * h * w) > MAX_CASE_BYTES:
-            raise ValueError(f"hidden case {p!r}: X, W and Y together must fit in "
-                             f"{MAX_CASE_BYTES >> 20} MiB")
+            raise hidden_case_error(i, f"X, W and Y together must fit in "
+                                       f"{MAX_CASE_BYTES >> 20} MiB")
         # the grader's own check (kernellab.winograd.abs_bound) holds float64 transformed
         # tiles: 16 values per tile and input or output channel
         tiles = n * -(-h // 2) * -(-w // 2)
         if 8 * 16 * tiles * (c + k) > MAX_CHECK_BYTES:
-            raise ValueError(f"hidden case {p!r}: too large for the grader's check (its "
-                             f"transformed tiles would need more than {MAX_CHECK_BYTES >> 20} MiB)")
+            raise hidden_case_error(i, f"too large for the grader's check (its transformed "
+                                       f"tiles would need more than {MAX_CHECK_BYTES >> 20} MiB)")
         # and its time: the float32 direct convolution it measures e_direct with is 9 C numpy
         # passes over the output
         if 9 * c > MAX_CHECK_PASSES or 9 * c * n * k * h * w > MAX_CHECK_ELEMENT_OPS:
-            raise ValueError(f"hidden case {p!r}: too long for the grader's check (9 C passes "
-                             f"over N K H W outputs: at most {MAX_CHECK_PASSES} passes and "
-                             f"{MAX_CHECK_ELEMENT_OPS:.0e} element operations)")
+            raise hidden_case_error(i, f"too long for the grader's check (9 C passes over "
+                                       f"N K H W outputs: at most {MAX_CHECK_PASSES} passes and "
+                                       f"{MAX_CHECK_ELEMENT_OPS:.0e} element operations)")
         return q
 
     def case_data(self, case: Case) -> CaseData:
@@ -159,9 +165,9 @@ class Winograd(LabSpec):
         rng = np.random.default_rng(case.seed)
         X = rng.standard_normal((p["N"], p["C"], p["H"], p["W"]), dtype=np.float32)
         W = rng.standard_normal((p["K"], p["C"], 3, 3), dtype=np.float32)
-        return CaseData(inputs={"X": X, "W": W},
-                        outputs={"Y": ((p["N"], p["K"], p["H"], p["W"]), "float32")},
-                        call=["X", "W", "Y"])
+        return change_inputs(case, CaseData(
+            inputs={"X": X, "W": W}, outputs={"Y": ((p["N"], p["K"], p["H"], p["W"]), "float32")},
+            call=["X", "W", "Y"]))
 
     def warmup_data(self):
         c = Case("warmup", {"N": 1, "C": 2, "K": 3, "H": 5, "W": 5}, seed=1)
@@ -188,7 +194,7 @@ class Winograd(LabSpec):
             hint = _diagnose(Y, ref, policy.bounds(ref)[0], policy.floor / GAMMA_TRANSFORMS)
             if hint:
                 cmp.message = f"{cmp.message}; {hint}"
-        return cmp
+        return stale_note(self, case, data, outputs, cmp)
 
     # --------------------------------------------------------------- performance
     def perf_plan(self) -> dict:
