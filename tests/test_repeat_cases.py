@@ -1,0 +1,52 @@
+"""The repeat cases of the CPU labs (grader.labs._repeat): each follows its earlier case, changes
+a few entries of the named inputs, passes the golden output of its own inputs and fails the
+earlier inputs' output with a note naming the stale input. Grader side only (no worker)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grader.labs import get_spec_class
+from grader.spec import HiddenCases
+from reference_kernels.conv import conv2d_golden
+from reference_kernels.gemm import gemm_golden
+from reference_kernels.quant import (dequantize_linear_golden, int_gemm_golden,
+                                     quantize_per_channel_golden, quantize_per_token_golden)
+
+
+def golden(fn: str, inputs: dict) -> dict:
+    """The reference outputs of one call, rounded to the output dtype."""
+    if fn == "gemm":
+        A = inputs["A"]
+        return {"C": gemm_golden(A, inputs["B"]).astype(A.dtype)}
+    if fn == "conv2d_winograd":
+        return {"Y": conv2d_golden(inputs["X"], inputs["W"]).astype(np.float32)}
+    if fn == "quantize_per_channel":
+        Wq, s = quantize_per_channel_golden(inputs["W"])
+        return {"Wq": Wq, "scales": s}
+    if fn == "int8_gemm":
+        return {"C": int_gemm_golden(inputs["Aq"], inputs["Bq"]).astype(np.int32)}
+    Xq, sx = quantize_per_token_golden(inputs["X"])
+    return {"Y": dequantize_linear_golden(Xq, sx, inputs["Wq"], inputs["w_scales"],
+                                          inputs["bias"]).astype(np.float32)}
+
+
+@pytest.mark.parametrize("lab, count", [("gemm-cpu", 1), ("winograd", 1), ("int8-linear", 3)])
+def test_repeat_cases_catch_a_stale_result_and_pass_a_fresh_one(lab, count):
+    spec = get_spec_class(lab)()
+    cases = spec.cases(HiddenCases())
+    reps = [i for i, c in enumerate(cases) if "changed" in c.params]
+    assert len(reps) == count
+    for i in reps:
+        again, base = cases[i], cases[i - 1]
+        assert again.params["changed"]["base"] == base.name  # right after its earlier case
+        fn = spec.case_function(again)
+        data, earlier = spec.case_data(again), spec.case_data(base)
+        assert spec.check(again, data, golden(fn, data.inputs)).ok
+        for stale in again.params["changed"]["arrays"]:  # one input from the earlier call
+            mixed = {k: (earlier.inputs if k == stale else data.inputs)[k] for k in data.inputs}
+            cmp = spec.check(again, data, golden(fn, mixed))
+            assert not cmp.ok, (again.name, stale)
+            assert cmp.message.startswith(f"these outputs were computed from the earlier "
+                                          f"call's {stale} (case {base.name})"), cmp.message
