@@ -393,3 +393,21 @@ def test_capture_sees_writes_reads_cards_and_failures():
     assert failed.result is None and isinstance(failed.error, npu.errors.ShapeError)
     assert cap.cycles == first.cycles + second.cycles > 0
     np.testing.assert_array_equal(z, x)
+
+
+def test_captured_figures_are_the_launch_s_not_what_host_code_made_of_them():
+    """The grader reads the figures copied when the launch returned; the RunResult the host
+    code gets back is its own to change (its dicts are mutable)."""
+    from grader.labs._npu import capture_dict
+
+    n = 512
+    x = np.arange(n, dtype=np.float16)
+    z = np.full(n, np.nan, dtype=np.float16)
+    with npu.capture() as cap:
+        res = npu.launch(_half_kernel, 1, (x, z, n))
+        res.flops["vector"] = 10 ** 12
+        res.bytes.clear()
+        res.pipe_busy_pct["MTE2"] = 0.0
+    d = capture_dict(cap, CARD)["launches"][0]
+    assert d["flops"]["vector"] == n // 2 and d["bytes"]["GM->UB"] == n
+    assert d["pipe_busy_pct"]["MTE2"] > 0 and d["cycles"] == cap.launches[0].figures["cycles"]

@@ -542,3 +542,66 @@ def test_pipe_barrier_arguments():
         asc.pipe_barrier("PIPE_EVERYTHING")
 
     trips(errors.ShapeError, k, line='asc.pipe_barrier("PIPE_EVERYTHING")')
+
+
+def test_load_data_needs_nz_bytes_in_l1():
+    """A 1-D data_copy into L1 leaves ND rows; an L1 view that an earlier nd2nz copy shaped
+    must not let load_data read them as fractals (that skips the nd2nz bursts' cost)."""
+
+    def k_for(one_d):
+        @asc.kernel(core="aic")
+        def k(a, z):
+            pipe = asc.TPipe()
+            tb = asc.TBuf(P.A1)
+            qa = asc.TQue(P.A2, 1)
+            pipe.init_buffer(tb, 32 * 16 * 2)
+            pipe.init_buffer(qa, 1, 32 * 16 * 2)
+            a1 = tb.get(asc.half)
+            asc.data_copy(a1, a, nd2nz=(32, 16, 16))
+            if one_d:
+                asc.data_copy(a1, a, 32 * 16)        # BUG: ND rows into the NZ-shaped view
+            else:
+                asc.data_copy(a1, a, nd2nz=(32, 16, 16))
+            asc.pipe_barrier(asc.PIPE_ALL)
+            a2 = qa.alloc_tensor(asc.half)
+            asc.load_data(a2, a1)
+            qa.free_tensor(a2)
+        return k
+
+    a = np.arange(32 * 16, dtype=np.float16)
+    msg = trips(errors.ShapeError, k_for(True), a, np.zeros(1, np.float16),
+                line="asc.load_data(a2, a1)")
+    assert "1-D data_copy" in msg and "nd2nz" in msg
+    run(k_for(False), a, np.zeros(1, np.float16))
+
+
+def test_tbuf_history_through_a_loop():
+    """Ordered refills of one TBuf, tile after tile, then one unordered read: found."""
+
+    @asc.kernel(core="aiv")
+    def k(x, z):
+        pipe = asc.TPipe()
+        tb = asc.TBuf(P.VECIN)
+        qo = asc.TQue(P.VECOUT, 1)
+        pipe.init_buffer(tb, N * 2)
+        pipe.init_buffer(qo, 1, N * 2)
+        a = tb.get(asc.half)
+        for _ in range(4):
+            asc.pipe_barrier(asc.PIPE_ALL)
+            asc.data_copy(a, x, N)
+            asc.pipe_barrier(asc.PIPE_ALL)
+            c = qo.alloc_tensor(asc.half)
+            asc.adds(c, a, 1.0, N)
+            qo.enque(c)
+            c = qo.deque()
+            asc.data_copy(z, c, N)
+            qo.free_tensor(c)
+        asc.pipe_barrier(asc.PIPE_ALL)
+        asc.data_copy(a, x, N)
+        c = qo.alloc_tensor(asc.half)
+        asc.adds(c, a, 2.0, N)                       # BUG: no barrier after this refill
+        qo.free_tensor(c)
+
+    msg = trips(errors.DataRaceError, k, line="asc.adds(c, a, 2.0, N)")
+    # the race is with the last refill, not an older, ordered one
+    assert "MTE2 wrote them in data_copy" in msg, msg

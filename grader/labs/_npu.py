@@ -93,7 +93,9 @@ def npu_call(card):
 
 def launch_dict(li, card) -> dict:
     """One captured launch as JSON: kernel, block_dim, the card (``machine_ok``: the one the
-    grader chose), the error it raised (``"Class: message"``) and, if it ran, its figures."""
+    grader chose), the error it raised (``"Class: message"``) and, if it ran, its figures as
+    they were when the launch returned (``LaunchInfo.figures``: the RunResult handed to the
+    host code is the submission's to change, its flops or bytes dicts included)."""
     try:
         block_dim = operator.index(li.block_dim)
     except TypeError:  # a bad block_dim (the launch then failed): shown as given
@@ -101,17 +103,18 @@ def launch_dict(li, card) -> dict:
     d = {"kernel": str(li.kernel), "core_type": str(li.core_type), "block_dim": block_dim,
          "machine": li.machine.key, "machine_ok": li.machine == card,
          "error": None if li.error is None else f"{type(li.error).__name__}: {one_line(li.error)}"}
-    r = li.result
-    if r is not None:
-        d.update({"cycles": int(r.cycles), "cores_used": int(r.cores_used),
-                  "bottleneck": r.bottleneck, "critical_core": r.critical_core,
-                  "pipe_busy_pct": {k: round(float(v), 3) for k, v in r.pipe_busy_pct.items()},
-                  "bytes": {k: int(v) for k, v in r.bytes.items()},
-                  "hbm_bytes": int(r.hbm_bytes),
-                  "flops": {k: int(v) for k, v in r.flops.items()},
-                  "trace_hash": r.trace_hash, "n_records": int(r.n_records),
-                  "functional_s": round(float(r.functional_s), 3),
-                  "timing_s": round(float(r.timing_s), 3)})
+    r = li.figures  # copied when the launch returned: the host code cannot change them
+    if li.result is not None and r is not None:
+        d.update({"cycles": int(r["cycles"]), "cores_used": int(r["cores_used"]),
+                  "bottleneck": r["bottleneck"], "critical_core": r["critical_core"],
+                  "pipe_busy_pct": {k: round(float(v), 3)
+                                    for k, v in r["pipe_busy_pct"].items()},
+                  "bytes": {k: int(v) for k, v in r["bytes"].items()},
+                  "hbm_bytes": int(r["hbm_bytes"]),
+                  "flops": {k: int(v) for k, v in r["flops"].items()},
+                  "trace_hash": r["trace_hash"], "n_records": int(r["n_records"]),
+                  "functional_s": round(float(r["functional_s"]), 3),
+                  "timing_s": round(float(r["timing_s"]), 3)})
     return d
 
 

@@ -564,6 +564,7 @@ def _copy(dst, src, count, where, pad, nd2nz):
             d2[...] = 0
             d2[:rows, :cols] = block
             dst.rows, dst.cols, dst.fmt = rp, cp, "NZ"
+            dst._mem.nz[dst._boff:dst._boff + rp * cp * isz] = True
             segs = _segments(src.address, rows, cols * isz, stride * isz)
             c.op(MTE2, name, ("dma", False, segs, False, -(-rows // 16)), where,
                  rows * cols * isz, path="GM->L1")
@@ -585,6 +586,8 @@ def _copy(dst, src, count, where, pad, nd2nz):
             raise errors.ShapeError(f"{format_src(where)}\n{name} of {padded} elements into a "
                                     f"local tensor of {dst.size}")
         c.access(dst, MTE2, True, where, padded, what=name)
+        if dst._mem.nz is not None:  # a 1-D copy into L1 leaves ND rows, not NZ fractals
+            dst._mem.nz[dst._boff:dst._boff + padded * isz] = False
         d = dst.np(padded)
         d[:count] = src._buf.flat[src._off:src._off + count]
         if padded > count:
@@ -681,6 +684,13 @@ def load_data(dst: LocalTensor, src: LocalTensor, *, row: int = 0, col: int = 0,
     if rows * cols > dst.size:
         raise errors.ShapeError(f"{format_src(where)}\nload_data of {rows}x{cols} elements into "
                                 f"an {dst.position.name} tensor of {dst.size}")
+    nzb = src._mem.nz[src._boff:src._boff + src.rows * src.cols * src.dtype.itemsize]
+    if not nzb.all():
+        raise errors.ShapeError(
+            f"{format_src(where)}\nload_data reads L1 bytes that a 1-D data_copy filled last "
+            f"(byte {src._boff + int((~nzb).argmax())} of {src.position.name}): that is ND "
+            "layout, row after row, and the cube's L0 loads read NZ fractals; fill the L1 "
+            "tensor with data_copy(..., nd2nz=(rows, cols, src_stride)).")
     c.access(src, MTE1, False, where, src.rows * src.cols, what="load_data")
     c.access(dst, MTE1, True, where, rows * cols, what="load_data")
     block = src.np(src.rows * src.cols).reshape(src.rows, src.cols)[row:row + rows,

@@ -61,6 +61,12 @@ def launch(kernel, block_dim: int, args, machine=None, *, strict: bool = False) 
     info = LaunchInfo(kernel, block_dim, mc, args)
     try:
         info.result = _launch(kernel, block_dim, args, mc, strict, info)
+        info.figures = info.result.as_dict()
+        info.figures.update(cores_used=info.result.cores_used,
+                            critical_core=info.result.critical_core,
+                            hbm_bytes=info.result.hbm_bytes,
+                            functional_s=info.result.functional_s,
+                            timing_s=info.result.timing_s)
         return info.result
     except BaseException as exc:
         info.error = exc
@@ -214,7 +220,10 @@ class ArrayInfo:
 class LaunchInfo:
     """One captured :func:`launch`: ``kernel`` (name), ``core_type``, ``block_dim``,
     ``machine`` (the card it ran on), ``arrays`` (an :class:`ArrayInfo` per NumPy argument),
-    ``result`` (the :class:`RunResult`, or ``None`` if it failed) and ``error`` (the exception
+    ``result`` (the :class:`RunResult`, or ``None`` if it failed), ``figures`` (its figures
+    copied when the launch returned: :meth:`RunResult.as_dict` plus ``cores_used``,
+    ``critical_core``, ``hbm_bytes``, ``functional_s``, ``timing_s``; host code that changes
+    the RunResult it got back changes ``result``, never these) and ``error`` (the exception
     it raised, or ``None``)."""
 
     def __init__(self, kernel, block_dim, machine, args):
@@ -223,6 +232,7 @@ class LaunchInfo:
         self.block_dim = block_dim
         self.machine = machine
         self.result = None
+        self.figures = None
         self.error = None
         self.arrays = []
         if not isinstance(args, (tuple, list)):

@@ -52,10 +52,12 @@ class Memory:
         align: start-address alignment of every allocation, bytes.
         data: ``uint8`` array of ``capacity`` bytes (sentinel-filled).
         written: ``bool`` array, True where a byte was written.
+        nz: L1 only, ``bool`` array, True where the last write was an ``nd2nz`` copy (the
+            fractal layout ``load_data`` reads); a 1-D ``data_copy`` into L1 clears it.
         allocs: ``[(label, offset, nbytes, src)]`` in allocation order.
     """
 
-    __slots__ = ("name", "capacity", "align", "data", "written", "allocs", "top")
+    __slots__ = ("name", "capacity", "align", "data", "written", "nz", "allocs", "top")
 
     def __init__(self, name: str, capacity: int, align: int):
         self.name = name
@@ -63,6 +65,7 @@ class Memory:
         self.align = align
         self.data = np.full(capacity, SENTINEL_BYTE, dtype=np.uint8)
         self.written = np.zeros(capacity, dtype=bool)
+        self.nz = np.zeros(capacity, dtype=bool) if name == "L1" else None
         self.allocs: list[tuple[str, int, int, str]] = []
         self.top = 0
 
