@@ -50,3 +50,38 @@ def test_repeat_cases_catch_a_stale_result_and_pass_a_fresh_one(lab, count):
             assert not cmp.ok, (again.name, stale)
             assert cmp.message.startswith(f"these outputs were computed from the earlier "
                                           f"call's {stale} (case {base.name})"), cmp.message
+
+
+def test_the_timed_calls_fresh_inputs_catch_a_cache_keyed_on_shapes():
+    """The timed calls need no repeat cases (grader.labs._repeat's docstring): every call has
+    fresh inputs, so a cache keyed on the shapes returns a wrong output after its first call
+    and the after-call check counts it (grader.runner turns a count > 0 into a failed
+    re-check), while a cache keyed on a few entries misses its key and is right."""
+    from grader.labs._timed import TimedCalls
+    from grader.labs.int8_linear import exact_freivalds
+
+    rng, check_rng = np.random.default_rng(5), np.random.default_rng(6)
+
+    def run(key):
+        cache = {}
+
+        def gemm(A, B, C):
+            k = key(A, B)
+            if k not in cache:
+                cache[k] = int_gemm_golden(A, B).astype(np.int32)
+            C[...] = cache[k]
+
+        calls = TimedCalls(("Aq", "Bq"), ("C",),
+                           is_correct=lambda ab, c: exact_freivalds(*ab, c[0], check_rng),
+                           is_unwritten=lambda c: False)
+        fresh = calls.setup(lambda: (rng.integers(-128, 128, (16, 16), dtype=np.int8),
+                                     rng.integers(-128, 128, (16, 16), dtype=np.int8)),
+                            lambda: (np.zeros((16, 16), np.int32),))
+        for _ in range(5):
+            args = fresh()
+            gemm(*args)
+            calls.after("submission", args)
+        return calls.checked, calls.wrong
+
+    assert run(lambda A, B: (A.shape, B.shape)) == (5, 4)
+    assert run(lambda A, B: (A.shape, int(B[0, 0]), int(B[-1, -1]))) == (5, 0)
