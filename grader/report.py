@@ -1,7 +1,8 @@
 """The grading report: plain text for people, ``--json`` for machines (the same data).
 
-Score: ``correctness_points`` in proportion to the cases passed (all cases, hidden included),
-plus ``performance_points`` split evenly over the scored performance rules passed (rules run
+Score: ``correctness_points`` in proportion to the cases passed (all cases, hidden included;
+every case weighs the same, whichever function it calls, so in a lab with several functions a
+function's share is its share of the cases, and a broken function loses only its own), plus ``performance_points`` split evenly over the scored performance rules passed (rules run
 only once every case passes; a failed re-check after timing or a failed gate — the
 plausibility rule, which earns nothing itself — voids them). ``passed`` — and exit status 0 —
 only when every check passes (with ``--no-perf``: every case).
@@ -51,6 +52,8 @@ class CaseResult:
     seconds: float | None = None
     comparison: dict | None = None
     tile_map: str = ""
+    function: str = ""  # the required function the case calls
+    not_run: bool = False  # True: never called (rule violation, broken function, crashes)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -67,6 +70,10 @@ class Report:
     environment: dict = field(default_factory=dict)
     static: list[str] = field(default_factory=list)
     signatures: list[dict] = field(default_factory=list)
+    functions: list[str] = field(default_factory=list)  # the lab's required functions
+    #: required function -> why its cases were not run (missing, wrong signature, compile or
+    #: warm-up failure), in plain words that name it
+    broken: dict[str, str] = field(default_factory=dict)
     fatal: str | None = None
     cases: list[CaseResult] = field(default_factory=list)
     rules: list[RuleResult] = field(default_factory=list)
@@ -94,6 +101,7 @@ class Report:
         return cls(lab=spec.lab_id, title=spec.title, submission=submission, tier=spec.tier,
                    correctness_points=spec.correctness_points,
                    performance_points=spec.performance_points, environment=env,
+                   functions=list(spec.functions),
                    when=_dt.datetime.now().isoformat(timespec="seconds"))
 
     def _make_plain(self) -> None:
@@ -105,6 +113,7 @@ class Report:
         self.performance_note = plain(self.performance_note)
         for s in self.signatures:
             s["message"] = plain(s.get("message", ""))
+        self.broken = {k: plain(v) for k, v in self.broken.items()}
         for c in self.cases + ([self.recheck] if self.recheck else []):
             if c.error is not None:
                 c.error = plain(c.error)
@@ -173,27 +182,7 @@ class Report:
         if self.cases:
             npass = sum(c.passed for c in self.cases)
             L.append(f"3. correctness: {npass}/{len(self.cases)} cases pass")
-            names = [c.case + (" (hidden)" if c.hidden else "") for c in self.cases]
-            w = max(28, *(len(n) for n in names))      # the column fits the longest name
-            L.append(f"   {'case':<{w}} {'max abs err':>11} {'max ulp':>9} {'budget':>7}  result")
-            first_with: dict[str, str] = {}  # error text -> the first case that had it
-            for c, name in zip(self.cases, names):
-                if c.comparison:
-                    cm = c.comparison
-                    L.append(f"   {name:<{w}} {fmt_number(cm['max_abs']):>11} "
-                             f"{fmt_number(cm['max_ulp']):>9} "
-                             f"{fmt_percent(cm['budget_used']):>7}  {'pass' if c.passed else 'FAIL'}")
-                else:
-                    L.append(f"   {name:<{w}} {'-':>11} {'-':>9} {'-':>7}  FAIL")
-                if not c.passed and c.error:
-                    if c.error not in first_with:
-                        first_with[c.error] = c.case
-                        L.append(f"      ↳ {c.error}")
-                        if c.tile_map:
-                            L.append("      output tiles (# wrong):")
-                            L.extend("        " + row for row in c.tile_map.splitlines()[:16])
-                    else:
-                        L.append(f"      ↳ same error as case {first_with[c.error]}")
+            L.extend(self._case_lines())
         if self.rules or self.performance_note:
             setup = self.performance_setup
             head = "4. performance"
@@ -229,6 +218,68 @@ class Report:
             parts += f" + performance {self.performance_score:g}/{self.performance_points}"
         L.append(f"score: {self.score:g}/{self.max_score} ({parts})  {verdict}")
         return "\n".join(L)
+
+
+    def _case_lines(self) -> list[str]:
+        """The case table. Cases never run are one line per reason ("all 16 cases not run: rule
+        violation", "softmax: 10 cases not run: 'softmax' is not defined ..."); a function none
+        of whose cases produced an output to compare (it raised each time) gets one line per
+        distinct error; the other cases get a row each."""
+        L = []
+        several = len(self.functions) > 1
+        ran = [c for c in self.cases if not c.not_run]
+        by_fn: dict[str, list[CaseResult]] = {}
+        for c in ran:
+            by_fn.setdefault(c.function, []).append(c)
+        alike = {fn for fn, cs in by_fn.items()
+                 if len(cs) > 1 and all(not c.passed and not c.comparison and c.error
+                                        for c in cs)}
+        rows = [c for c in ran if c.function not in alike]
+        if rows:
+            names = [c.case + (" (hidden)" if c.hidden else "") for c in rows]
+            w = max(28, *(len(n) for n in names))      # the column fits the longest name
+            L.append(f"   {'case':<{w}} {'max abs err':>11} {'max ulp':>9} {'budget':>7}  result")
+            first_with: dict[str, str] = {}  # error text -> the first case that had it
+            for c, name in zip(rows, names):
+                if c.comparison:
+                    cm = c.comparison
+                    L.append(f"   {name:<{w}} {fmt_number(cm['max_abs']):>11} "
+                             f"{fmt_number(cm['max_ulp']):>9} "
+                             f"{fmt_percent(cm['budget_used']):>7}  {'pass' if c.passed else 'FAIL'}")
+                else:
+                    L.append(f"   {name:<{w}} {'-':>11} {'-':>9} {'-':>7}  FAIL")
+                if not c.passed and c.error:
+                    if c.error not in first_with:
+                        first_with[c.error] = c.case
+                        L.append(f"      ↳ {c.error}")
+                        if c.tile_map:
+                            L.append("      output tiles (# wrong):")
+                            L.extend("        " + row for row in c.tile_map.splitlines()[:16])
+                    else:
+                        L.append(f"      ↳ same error as case {first_with[c.error]}")
+        for fn in (f for f in by_fn if f in alike):
+            cs = by_fn[fn]
+            errors: dict[str, list[str]] = {}
+            for c in cs:
+                errors.setdefault(c.error, []).append(c.case)
+            if len(errors) == 1:
+                L.append(f"   {fn}: all {len(cs)} of its cases FAIL: {cs[0].error}")
+                continue
+            L.append(f"   {fn}: all {len(cs)} of its cases FAIL, with {len(errors)} errors:")
+            for error, names in errors.items():
+                more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+                L.append(f"      ↳ {names[0]}{more}: {error}")
+        groups: dict[str, list[CaseResult]] = {}
+        for c in self.cases:
+            if c.not_run:
+                groups.setdefault(c.error or "not run", []).append(c)
+        for error, cs in groups.items():
+            why = error[len("not run: "):] if error.startswith("not run: ") else error
+            fns = {c.function for c in cs}
+            who = f"{cs[0].function}: " if several and len(fns) == 1 else ""
+            n = "all " * (len(cs) == len(self.cases)) + f"{len(cs)} case" + "s" * (len(cs) != 1)
+            L.append(f"   {who}{n} not run: {why}")
+        return L
 
 
 def fmt_number(x) -> str:

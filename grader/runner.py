@@ -3,6 +3,12 @@
 :func:`grade` never raises for anything the submission does; every failure becomes a line of
 the report in plain words, and grading goes on with the next case (a crash or hang costs the
 worker process, which is restarted, up to ``spec.max_worker_deaths`` times).
+
+A lab with several required functions grades each on its own: one that is missing, has the
+wrong signature, fails to compile, or crashes or hangs in its warm-up call is named once
+(``Report.broken``) and its cases are not run; the other functions' cases run and earn their
+points. The performance phase runs once every case of the functions it times passes
+(:func:`timed_functions`); when one of those is broken, its note names it.
 """
 
 from __future__ import annotations
@@ -55,17 +61,66 @@ def _store_submission(lab_id: str, source: str) -> Path:
     return p
 
 
+def signature_checks(spec, sigs: dict) -> list[dict]:
+    """The signature step, one entry per required function: ``{"name", "ok", "message"}``.
+    ``sigs``: what :func:`grader.worker._signature` found for each name. Shared by the grader
+    and the in-notebook checker (:mod:`grader.local`)."""
+    out = []
+    for name, params in spec.functions.items():
+        got = sigs.get(name)
+        if got is None:
+            out.append({"name": name, "ok": False,
+                        "message": f"'{name}' is not defined (the lab asks for "
+                                   f"{name}({', '.join(params)}))"})
+        elif got == "not callable":
+            out.append({"name": name, "ok": False, "message": f"'{name}' is not a function"})
+        elif (isinstance(got, dict) and spec.python_entry
+              and got.get("jit") in ("cuda-kernel", "cpu-jit")):
+            what = ("a @cuda.jit kernel" if got["jit"] == "cuda-kernel"
+                    else "an @njit (CPU) function")
+            out.append({"name": name, "ok": False,
+                        "message": f"'{name}' is {what}; the lab calls {name}("
+                                   f"{', '.join(params)}) as a plain Python function that "
+                                   "launches your kernel(s): def " + name + "(...): "
+                                   "kernel[grid, block](...)"})
+        elif isinstance(got, dict) and not got.get("binds"):
+            shown = [str(p) for p in got.get("params", [])][:20]
+            out.append({"name": name, "ok": False,
+                        "message": f"{name}({', '.join(shown)}) cannot be called as "
+                                   f"{name}({', '.join(params)}), which is how the lab "
+                                   f"calls it ({len(params)} arguments)"})
+        else:
+            shown = ", ".join(str(p) for p in got.get("params", [])[:20]) \
+                if isinstance(got, dict) else "..."
+            out.append({"name": name, "ok": True, "message": f"{name}({shown})"})
+    return out
+
+
 class _Session:
-    """A worker plus the bookkeeping to restart it after a crash or hang."""
+    """A worker plus the bookkeeping to restart it after a crash or hang.
+
+    Per-function: a required function that is missing, has the wrong signature, fails to
+    compile, or crashes or hangs in its warm-up call goes into :attr:`broken` (function -> why,
+    in plain words, naming it); its cases are not run and the other functions' are. Only when
+    every required function is broken (or the module itself cannot be loaded) does
+    :meth:`start` fail."""
 
     def __init__(self, spec, sub_path: Path, workdir: Path, report: Report):
         self.spec, self.sub_path, self.workdir, self.report = spec, sub_path, workdir, report
         self.worker: Worker | None = None
         self.deaths = 0
         self.load_error: str | None = None
+        self.broken: dict[str, str] = {}
+
+    def _all_broken(self) -> bool:
+        if all(f in self.broken for f in self.spec.functions):
+            self.load_error = "; ".join(self.broken[f] for f in self.spec.functions)
+            return True
+        return False
 
     def start(self) -> bool:
-        """Start a worker, load the submission, warm up (JIT). False if it cannot be loaded."""
+        """Start a worker, load the submission, warm up (JIT) every function not yet broken.
+        False if the submission cannot be loaded or no required function is usable."""
         spec = self.spec
         if self.worker is not None:
             self.worker.close()
@@ -97,16 +152,20 @@ class _Session:
         sigs = r.get("signatures")
         sigs = sigs if isinstance(sigs, dict) else {}
         if not self.report.signatures:
-            self.report.signatures = self._check_signatures(sigs)
-        if any(not s["ok"] for s in self.report.signatures):
-            self.load_error = "; ".join(s["message"] for s in self.report.signatures if not s["ok"])
+            self.report.signatures = signature_checks(spec, sigs)
+        for s in self.report.signatures:
+            if not s["ok"]:
+                self.broken.setdefault(s["name"], s["message"])
+        if self._all_broken():
             return False
         # Compile numba entry points without running them (own budget); entry points that are
         # plain Python compile what they call on their first call, so that first call gets the
-        # compile budget too.
+        # compile budget too. A function that fails here is broken, the others go on; a worker
+        # that died here is restarted without it.
         by_fn: dict[str, list[CaseData]] = {}
         for fn, data in spec.warmup_data():
-            by_fn.setdefault(fn, []).append(data)
+            if fn not in self.broken:
+                by_fn.setdefault(fn, []).append(data)
         for fn, datas in by_fn.items():
             paths = []
             for i, data in enumerate(datas):
@@ -122,52 +181,35 @@ class _Session:
                     spec.compile_timeout_s)
             except WorkerDied as exc:
                 self._died()
-                self.load_error = f"compiling the submission {exc}"
-                return False
+                self.broken[fn] = f"compiling {fn} {exc}"
+                return self._restart_without(fn)
             if not r.get("ok"):
-                self.load_error = f"compiling the submission failed: {r.get('error')}"
-                return False
+                self.broken[fn] = f"compiling {fn} failed: {r.get('error')}"
+                continue
             if not r.get("compiled"):
                 for i, data in enumerate(datas):
                     try:
                         self._call(fn, data, f"warmup{i}", spec.first_call_timeout_s)
                     except WorkerDied as exc:
                         self._died()
-                        self.load_error = (f"the first call (which compiles what {fn} calls) {exc}")
-                        return False
+                        self.broken[fn] = (f"the first call of {fn} (which compiles what it "
+                                           f"calls) {exc}")
+                        return self._restart_without(fn)
+        if self._all_broken():
+            return False
         self.report.compile_seconds = round(time.perf_counter() - t0, 2)
         return True
 
-    def _check_signatures(self, sigs: dict) -> list[dict]:
-        out = []
-        for name, params in self.spec.functions.items():
-            got = sigs.get(name)
-            if got is None:
-                out.append({"name": name, "ok": False,
-                            "message": f"'{name}' is not defined (the lab asks for "
-                                       f"{name}({', '.join(params)}))"})
-            elif got == "not callable":
-                out.append({"name": name, "ok": False, "message": f"'{name}' is not a function"})
-            elif (isinstance(got, dict) and self.spec.python_entry
-                  and got.get("jit") in ("cuda-kernel", "cpu-jit")):
-                what = ("a @cuda.jit kernel" if got["jit"] == "cuda-kernel"
-                        else "an @njit (CPU) function")
-                out.append({"name": name, "ok": False,
-                            "message": f"'{name}' is {what}; the lab calls {name}("
-                                       f"{', '.join(params)}) as a plain Python function that "
-                                       "launches your kernel(s): def " + name + "(...): "
-                                       "kernel[grid, block](...)"})
-            elif isinstance(got, dict) and not got.get("binds"):
-                shown = [str(p) for p in got.get("params", [])][:20]
-                out.append({"name": name, "ok": False,
-                            "message": f"{name}({', '.join(shown)}) cannot be called as "
-                                       f"{name}({', '.join(params)}), which is how the lab "
-                                       f"calls it ({len(params)} arguments)"})
-            else:
-                shown = ", ".join(str(p) for p in got.get("params", [])[:20]) \
-                    if isinstance(got, dict) else "..."
-                out.append({"name": name, "ok": True, "message": f"{name}({shown})"})
-        return out
+    def _restart_without(self, fn: str) -> bool:
+        """After the worker died warming up ``fn`` (now broken): a fresh worker for the rest."""
+        self.worker = None
+        if self._all_broken():
+            return False
+        if self.deaths >= self.spec.max_worker_deaths:
+            self.load_error = (f"{self.broken[fn]}; the submission crashed or hung "
+                               f"{self.deaths} times")
+            return False
+        return self.start()
 
     def _call(self, fn: str, data: CaseData, tag: str, timeout: float) -> dict:
         inp = self.workdir / f"{tag}_in.npz"
@@ -214,7 +256,8 @@ def check_case(spec, case: Case, data: CaseData, r: dict) -> CaseResult:
     """Judge one call (``r``: the worker's reply with the arrays after the call) in the grader's
     process: inputs unchanged, outputs of the right shape and dtype, values against the golden
     reference. Shared by the grader and the in-notebook checker (:mod:`grader.local`)."""
-    res = CaseResult(case=case.name, params=case.params, hidden=case.hidden)
+    res = CaseResult(case=case.name, params=case.params, hidden=case.hidden,
+                     function=spec.case_function(case))
     if not r.get("ok"):
         res.error = r.get("error") or "failed"
         return res
@@ -309,8 +352,7 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
         cases = [c for c in cases if only(c)]
     if findings:
         report.fatal = "the submission breaks the lab's rules (nothing of it was run)"
-        report.cases = [CaseResult(case=c.name, params=c.params, hidden=c.hidden,
-                                   error="not run: rule violation") for c in cases]
+        report.cases = [_not_run(spec, c, "rule violation") for c in cases]
         return report.finish()
     workdir = Path(tempfile.mkdtemp(prefix="kernellab-grade-"))
     try:
@@ -324,24 +366,27 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
         say("loading and compiling the submission …")
         if not session.start():
             report.fatal = session.load_error
-            report.cases = [CaseResult(case=c.name, params=c.params, hidden=c.hidden,
-                                       error=session.load_error) for c in cases]
+            report.broken = dict(session.broken)
+            report.cases = [_not_run(spec, c, session.load_error) for c in cases]
             report.output_tail = session.worker.output_tail() if session.worker else ""
             return report.finish()
         for i, case in enumerate(cases):
+            fn = spec.case_function(case)
+            if fn in session.broken:  # named once in the report, not once per case
+                report.cases.append(_not_run(spec, case, session.broken[fn]))
+                continue
             if session.deaths >= spec.max_worker_deaths:
-                report.cases.append(CaseResult(case=case.name, params=case.params,
-                                               hidden=case.hidden,
-                                               error=f"not run: the submission crashed or hung "
-                                                     f"{session.deaths} times"))
+                report.cases.append(_not_run(spec, case, f"the submission crashed or hung "
+                                                         f"{session.deaths} times"))
                 continue
             data = spec.case_data(case)
-            r = session.call(spec.case_function(case), data, f"case{i}",
-                             spec.case_timeout_s)
+            r = session.call(fn, data, f"case{i}", spec.case_timeout_s)
             res = check_case(spec, case, data, r)
             report.cases.append(res)
             say(f"case {case.name}: {'pass' if res.passed else 'FAIL'}")
-        if run_performance and all(c.passed for c in report.cases):
+        report.broken = dict(session.broken)
+        why_not = _performance_gate(spec, report.cases, session.broken)
+        if run_performance and why_not is None:
             say("measuring performance …")
             if session.worker is None or session.worker.proc.poll() is not None:
                 if not session.start():
@@ -349,7 +394,7 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
             if not report.performance_note:
                 _performance(spec, session, report, workdir)
         elif run_performance:
-            report.performance_note = "not run: correctness must pass first"
+            report.performance_note = f"not run: {why_not}"
         else:
             report.performance_note = "not run (--no-perf)"
         report.output_tail = session.worker.output_tail() if session.worker else ""
@@ -357,6 +402,35 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
         session.close()
         shutil.rmtree(workdir, ignore_errors=True)
     return report.finish()
+
+
+def _not_run(spec, case: Case, why: str) -> CaseResult:
+    return CaseResult(case=case.name, params=case.params, hidden=case.hidden,
+                      function=spec.case_function(case), not_run=True, error=f"not run: {why}")
+
+
+def timed_functions(spec) -> tuple[str, ...]:
+    """The required functions the lab's performance phase times (``spec.perf_functions``;
+    all of them when the lab does not say)."""
+    return tuple(spec.perf_functions) or tuple(spec.functions)
+
+
+def _performance_gate(spec, cases: list[CaseResult], broken: dict[str, str]) -> str | None:
+    """None when the performance phase may run: every case of the functions it times passed
+    (the other functions' cases need not: each function earns its own points). Otherwise why
+    not, in plain words, naming a broken timed function."""
+    timed = timed_functions(spec)
+    declared = len(timed) < len(spec.functions)  # the lab times only some of its functions
+    dead = [f for f in timed if f in broken]
+    if dead:
+        why = "; ".join(broken[f] for f in dead)
+        return (f"it times {' and '.join(timed)}: {why}" if declared
+                else f"correctness must pass first ({why})")
+    gate = [c for c in cases if c.function in timed]
+    if not gate or not all(c.passed for c in gate):
+        return (f"the cases of {' and '.join(timed)} must pass first" if declared
+                else "correctness must pass first")
+    return None
 
 
 def _performance(spec, session: _Session, report: Report, workdir: Path) -> None:

@@ -278,6 +278,9 @@ class LabSpec:
     notebook: str = ""  # e.g. "01_gemm_cpu.ipynb" in solutions/ and labs/
     tier: str = "cpu"  # "cpu", or for GPU labs the runtime tier ("sim" or "gpu", a property)
     functions: dict[str, tuple[str, ...]] = {}  # required function -> parameter names
+    # the required functions the performance phase times: it runs once all their cases pass
+    # (the other functions' cases need not); empty: all of :attr:`functions`
+    perf_functions: tuple[str, ...] = ()
     allowed_imports: frozenset = frozenset({"numpy", "numba", "math"})
     # submodules beyond grader.static_check.ALLOWED_SUBMODULES (numpy.random, numba.types,
     # numba.typed) a lab lets students reach, by full name (e.g. "numba.cuda")
