@@ -236,7 +236,8 @@ class RuleResult:
 @dataclass
 class HiddenCases:
     """Instructor-supplied cases: a JSON file ``{"seed": int, "cases": [{params}…]}`` and/or the
-    ``KERNELLAB_HIDDEN_SEED`` environment variable (extra random cases from a secret seed)."""
+    ``KERNELLAB_HIDDEN_SEED`` environment variable (extra random cases from a secret seed).
+    Each lab parses the cases' parameters with :func:`parse_hidden_case` (one rule for all)."""
 
     seed: int | None = None
     cases: list[dict] = field(default_factory=list)
