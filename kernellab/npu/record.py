@@ -49,7 +49,8 @@ class Record:
             address, bytes) and bursts the DMA bursts (1 for a 1-D copy; one per 16-row
             fractal band for nd2nz copies and fixpipe); ``("load", "L0A"|"L0B", bytes)``;
             ``("mmad", m, n, k, "f16"|"i8")``; ``None`` for flags.
-        key: flag key ``(event, queue_id, slot)`` for SET/WAIT, e.g. ``("MTE2_V", 0, 1)``.
+        key: flag key ``(event, queue_id, slot)`` for SET/WAIT, e.g. ``("MTE2_V", 0, 1)``;
+            ``("BARRIER", n, setter, waiter)`` for the pairs ``pipe_barrier`` lowers to.
         nbytes: bytes moved (DMA / load_data), 0 otherwise.
         flops: arithmetic operations (2mnk for mmad, count for vector ops).
         path: data path for the byte statistics (``"GM->UB"`` ...), or ``None``.

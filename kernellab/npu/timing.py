@@ -9,7 +9,9 @@ The model
 * **Flags.** A ``set_flag`` fires ``flag_latency`` cycles after everything earlier on its pipe
   has *completed* (for a DMA: its data is visible), and a ``wait_flag`` blocks its pipe until the
   matching set has fired. Flags are counting semaphores: each set is consumed by one wait,
-  oldest first.
+  oldest first. They come from the queue calls and from ``pipe_barrier(PIPE_ALL)`` (a pair
+  between every two pipes of the core); Phase A's TBuf ordering check follows the same
+  flags, so an access it accepts as ordered is one this replay makes wait.
 * **Costs** (integers, cycles; constants from the machine card):
 
   ============================ ====== =================================================
