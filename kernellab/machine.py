@@ -33,7 +33,7 @@ import platform
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -297,6 +297,21 @@ def _run_microbenchmark(info: CPUInfo) -> dict:
     return out
 
 
+#: No measured rate is believed above the nominal formula at this clock (no shipping x86 or Arm
+#: core runs above about 6 GHz): a cache file edited to lift the limits is ignored.
+PEAK_MAX_GHZ = 8.0
+
+
+def _valid_run(run, info: CPUInfo) -> bool:
+    try:
+        cap = replace(info, ghz=PEAK_MAX_GHZ)
+        return int(run["threads"]) >= 1 and all(
+            0 < float(run[n][k]) <= cap.peak_flops(n, int(run["threads"]) if k[0] == "a" else 1)
+            for n in ("float32", "float64") for k in ("one_core_flops", "all_cores_flops"))
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
 def measured_peak(refresh: bool | None = None) -> MeasuredPeak | None:
     """This machine's measured FMA peak (:class:`MeasuredPeak`), from the cache
     (:func:`peak_cache_path`) or measured now (a subprocess; a few seconds, once per machine and
@@ -314,14 +329,10 @@ def measured_peak(refresh: bool | None = None) -> MeasuredPeak | None:
         refresh = mode == "remeasure"
     info = cpu_info()
     path = peak_cache_path(info)
-    data = None
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        pass
-    if data is not None and not isinstance(data, dict) or data and "runs" not in data:
-        data = None
-    runs = list(data["runs"]) if data else []
+        runs = [run for run in json.loads(path.read_text())["runs"] if _valid_run(run, info)]
+    except (OSError, ValueError, TypeError, KeyError):
+        runs = []  # none yet, or unreadable: measured again
     quiet = any(run.get("background", 1.0) <= PEAK_BUSY for run in runs)
     if refresh or not runs or (not quiet and len(runs) < PEAK_MAX_TRIES):
         try:

@@ -139,6 +139,12 @@ def test_measured_peak_cache_keeps_the_best_and_remeasures_busy_runs(tmp_path, m
     monkeypatch.setenv("KERNELLAB_PEAK", "remeasure")
     assert machine.measured_peak().measurements == 4 and len(runs) == 4
     assert machine.peak_cache_path().parent == tmp_path
+    # a cache file edited to lift the limits above any clock is ignored: measured again
+    monkeypatch.delenv("KERNELLAB_PEAK")
+    fast = {"one_core_flops": 1e18, "all_cores_flops": 2e18}
+    machine.peak_cache_path().write_text(json.dumps(
+        {"runs": [{"threads": 2, "float32": fast, "float64": fast, "background": 0.0}]}))
+    assert machine.measured_peak().one_core["float32"] < 1e18 and len(runs) == 5
     # off: no measured peak; a gate's limit then says it stands on the nominal peak
     monkeypatch.setenv("KERNELLAB_PEAK", "off")
     assert machine.measured_peak() is None
