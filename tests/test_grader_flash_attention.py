@@ -171,9 +171,62 @@ def test_correct_designs_pass_the_replay(name):
     assert all(c.passed for c in rep.cases), [(c.case, c.error) for c in rep.cases]
 
 
+#: the visible cases whose every score lies far below zero, and a normal one
+NEGATIVE = tuple(lab.FlashAttention()._name(dict(zip(("B", "H", "N", "d", "dtype", "causal",
+                                                      "kind"), c)))
+                 for c in lab.CASES if c[-1] == "negative")
+
+
+def _submission(name: str) -> dict:
+    ns = {}
+    exec(compile((SUBS / name).read_text(), name, "exec"), ns)
+    return ns
+
+
+@sim_only
+def test_running_max_zero_fails_the_far_below_zero_cases_with_the_diagnosis():
+    """In process (the worker's start and warm-up would triple the time): the submission's
+    output on each case, judged by the lab's check, the report's text."""
+    assert len(NEGATIVE) == 3
+    fn = _submission("running_max_zero.py")["flash_attention"]
+    spec = lab.FlashAttention()
+    cases = {c.name: c for c in spec.cases(HiddenCases())}
+    for name in (*NEGATIVE, "float32 1x1x17x32"):
+        data = spec.case_data(cases[name])
+        Q, K, V = (data.inputs[k] for k in ("Q", "K", "V"))
+        O = np.full_like(Q, np.nan)
+        fn(Q, K, V, O, data.scalars["causal"])
+        res = spec.check(cases[name], data, {"O": O})
+        if name in NEGATIVE:
+            assert not res.ok and "running max started at 0 instead of -inf" in res.message, (
+                name, res.message)
+        else:
+            assert res.ok, res.message
+
+
+@sim_only
+def test_whole_row_in_local_memory_fails_the_traffic_rule_naming_local_memory(tmp_path):
+    """The performance phase in process (sim tier, PERF_SHAPE), its rules as the report
+    gives them."""
+    fn = _submission("whole_row_local.py")["flash_attention"]
+    spec = lab.FlashAttention()
+    m = spec.measure({"flash_attention": fn}, spec.perf_plan(), tmp_path)
+    rules = {r.name: r for r in spec.perf_rules(m)}
+    traffic = rules[TRAFFIC]
+    # 128 threads x a 2048-byte frame = 256 KiB against 184 KiB of L1 (8 KiB carveout):
+    # 28% of the 128 x 512 bytes of scores, stored and read back, go to device memory
+    miss = 1 - 184 / 256
+    want = (4 * 128 * 32 * 2 + 2 * miss * 128 * 512) / (4 * 128 * 32 * 2)
+    assert not traffic.passed and traffic.measured == pytest.approx(want, rel=1e-3)
+    assert "local memory (device memory behind L1/L2): a 2048-byte frame" in traffic.detail
+    assert "28% of local accesses miss L1" in traffic.detail
+    assert rules[BY_KERNELS].passed
+
+
 def test_every_known_wrong_submission_is_tested():
-    assert {p.name for p in SUBS.glob("*.py")} == set(WRONG) | {"scores_in_global.py",
-                                                                "host_in_timed_call.py"}
+    assert {p.name for p in SUBS.glob("*.py")} == set(WRONG) | {
+        "scores_in_global.py", "host_in_timed_call.py", "running_max_zero.py",
+        "whole_row_local.py"}
 
 
 # -------------------------------------------------------------------- diagnoses (no simulator)
@@ -301,6 +354,27 @@ def test_nan_and_overflow_hints():
     assert not res.ok and "exp(-inf - (-inf)) = NaN" in res.message
 
 
+@pytest.mark.parametrize("dtype, causal", [("float32", False), ("float16", True)])
+def test_running_max_from_zero_is_named_on_far_below_zero_rows_only(dtype, causal):
+    Q, K, V = _qkv(40, dtype=dtype, kind="negative")
+    q, k = (x.astype(np.float64) for x in (Q, K))
+    S = np.matmul(q, np.swapaxes(k, -1, -2)) / np.sqrt(32)
+    assert S.max() < -100                       # every score of every row far below zero
+    ref, _ = attention_golden(Q, K, V, causal)
+    assert _verdict(Q, K, V, causal, ref.astype(dtype)).ok
+    alt = lab.max_from_zero(Q, K, V, causal)
+    assert np.isnan(alt).all()                  # exp(s - 0) underflows float32: O = 0/0
+    with np.errstate(invalid="ignore"):
+        res = _verdict(Q, K, V, causal, alt.astype(dtype))
+    assert not res.ok and "running max started at 0 instead of -inf" in res.message
+    # a zero output is not that mistake; on normal rows the alternative is the reference
+    zero = _verdict(Q, K, V, causal, np.zeros_like(Q))
+    assert not zero.ok and "running max" not in zero.message
+    Qn, Kn, Vn = _qkv(40, dtype=dtype)
+    rn, _ = attention_golden(Qn, Kn, Vn, causal)
+    assert np.allclose(lab.max_from_zero(Qn, Kn, Vn, causal), rn, rtol=1e-5, atol=1e-6)
+
+
 # -------------------------------------------------------------------------------- cases
 def test_visible_cases_cover_the_issue_sizes_and_options():
     cases = lab.FlashAttention().cases(HiddenCases())
@@ -309,6 +383,9 @@ def test_visible_cases_cover_the_issue_sizes_and_options():
     assert {p["d"] for p in ps} == {32, 64} and {p["dtype"] for p in ps} == {"float32", "float16"}
     assert {p["causal"] for p in ps} == {True, False}
     assert any(p["B"] * p["H"] > 1 for p in ps)
+    neg = [p for p in ps if p["kind"] == "negative"]
+    assert {p["dtype"] for p in neg} == set(lab.DTYPES)
+    assert {p["causal"] for p in neg} == {True, False}
     assert len({c.name for c in cases}) == len(cases)
     data = lab.FlashAttention().case_data(cases[1])
     assert data.args({**data.inputs, "O": None})[4] is True
@@ -330,9 +407,21 @@ def test_bad_hidden_cases_are_refused_in_plain_words(bad):
 def test_hidden_cases_from_a_seed_and_a_file(tmp_path):
     spec = lab.FlashAttention()
     seeded = [c for c in spec.cases(HiddenCases(seed=7)) if c.hidden]
-    assert len(seeded) == 4
+    assert len(seeded) == 5
     for c in seeded:
         assert spec._validate(c.params) == c.params
+    # one with every score far below zero, one past the 512 keys fixed-size rows stop at
+    assert [c.params["kind"] for c in seeded].count("negative") == 1
+    for seed in range(20):
+        long = [c.params for c in spec.cases(HiddenCases(seed=seed)) if c.hidden][-1]
+        assert 512 < long["N"] <= 640 and long["causal"] and long["d"] == 32
+        assert lab.hidden_work(long) <= lab.MAX_HIDDEN_WORK
+    # the cap: N = 724 causal or 512 not causal at d = 32, and no further
+    assert spec._validate({"N": 724, "d": 32, "causal": True})["N"] == 724
+    assert spec._validate({"N": 512, "d": 32})["N"] == 512
+    for bad in ({"N": 725, "d": 32, "causal": True}, {"N": 513, "d": 32}):
+        with pytest.raises(ValueError, match="halved when causal"):
+            spec._validate(bad)
     f = tmp_path / "h.json"
     f.write_text(json.dumps({"seed": 1, "cases": [{"N": 33, "d": 64, "causal": True}]}))
     (c,) = [c for c in spec.cases(HiddenCases.load(f)) if c.hidden]

@@ -31,19 +31,26 @@ keeping P, or reading V, in float16 still misses several times over. The referen
 float16 budget and 3% of the float32 one (``R`` is a worst-case, c sqrt(d) bound).
 
 When a case fails, the grader looks for the known mistakes and names the one the output matches
-(each checked against the same rule): scores scaled by 1/d instead of 1/sqrt(d); the output never
-divided by the row sum; keys past N in a zero-filled tail tile counted with score 0; a causal
-mask off by one (the diagonal masked, or the next key let in) or not applied (or applied to a
-non-causal call); the running output not rescaled by exp(m_old - m_new) when a row's running
-max grows (FlashAttention's loop simulated for K/V blocks of 1 to 256 rows); NaN from a row
-whose every key in a block is masked (exp(-inf - (-inf))); inf or NaN from exp overflowing
-on large scores; float16 accumulation (errors within 20 budgets).
+(each checked against the same rule): scores scaled by 1/d instead of 1/sqrt(d); the output
+never divided by the row sum; keys past N in a zero-filled tail tile counted with score 0; a
+causal mask off by one (the diagonal masked, or the next key let in) or not applied (or applied
+to a non-causal call); the running max started at 0 instead of -inf (on a row whose scores all
+lie far below zero every exp(s - 0) underflows float32: l = 0, O = 0/0); the running output not
+rescaled by exp(m_old - m_new) when a row's running max grows (FlashAttention's loop simulated
+for K/V blocks of 1 to 256 rows); NaN from a row whose every key in a block is masked
+(exp(-inf - (-inf))); inf or NaN from exp overflowing on large scores; float16 accumulation
+(errors within 20 budgets).
 
 Cases: N in 1, 17, 33, 40, 100, 257; d 32 and 64; float32 and float16; causal on and off;
 B x H up to 2 x 3; a case with scores of several hundred (Q and K scaled by 10: exp overflows
-unless the running max is subtracted). On the ``sim`` tier every case also runs the simulator's
-checks (race detector: a missing barrier before the next K/V tile overwrites shared memory
-fails there; out-of-bounds accesses, reads of unwritten shared memory, divergent barriers, the
+unless the running max is subtracted); three small cases (float32 and float16, causal and not)
+whose every score lies far below zero (:data:`NEGATIVE_SHIFT`: about -141 at d = 32), where a
+running max started at 0 gives l = 0. Hidden cases from a seed: four random ones up to N = 200
+(one with scores far below zero) and one causal d = 32 case with 513 to 640 keys, past the 512 a
+kernel with a fixed-size row or tile stops at; a hidden-case file may ask for up to
+:data:`MAX_HIDDEN_WORK` (the simulator's cost, measured there). On the ``sim`` tier every case
+also runs the simulator's checks (race detector: a missing barrier before the next K/V tile
+overwrites shared memory fails there; out-of-bounds accesses, reads of unwritten shared memory, divergent barriers, the
 GPU compile), and the result must come from kernels: every launch on the sim tier's executor
 and reading arrays only from its arguments, as many distinct elements of global memory stored
 to as O has (:func:`grader.labs._cuda.work_problem`), and **the replay**: the call's launches
@@ -64,8 +71,13 @@ row softmax in place, P V):
   sector once a launch: a perfect L2) over the compulsory Q, K, V read and O written. A fused
   kernel moves 1.0x plus its statistics; an N x N intermediate in global memory (S or P, even
   inside one kernel) adds at least 2 N^2 s bytes of writes and reads: 3x at the timed shape
-  for a float16 S, 5x for a float32 one (the materialised baseline: 9x). This is the rule the
-  lab's "no N x N array in global memory" is graded by.
+  for a float16 S, 5x for a float32 one (the materialised baseline: 9x). Local memory counts
+  too: a ``cuda.local`` array is device memory behind L1/L2, and what the frames of an SM's
+  resident threads do not fit in L1 is charged as DRAM bytes
+  (:func:`kernellab.sim.model.local_traffic`; the detail gives the frame, the L1 it competes
+  for and the bytes). A per-thread row of N scores (2 KiB a thread) is an N x N array there;
+  chapter 5's v2 keeps its block of Bc scores (a 4 Bc-byte frame; q and o are in registers),
+  which fits. This is the rule the lab's "no N x N array in global memory" is graded by.
 * **modelled speedup over the materialised attention** >= ``MIN_MODELLED_SPEEDUP``: the sum of
   the launches' modelled times, each grid counted as filling the GPU, launch overhead
   excluded (grader/labs/_cuda.py). Chapter 5's v2 models at about 2.5x (shared-memory bound).
@@ -117,7 +129,7 @@ from reference_kernels.attention import attention_golden, fused_rounding_bound, 
 VISIBLE_SEED = 20261130
 DTYPES = ("float32", "float16")
 HEAD_DIMS = (32, 64)
-KINDS = ("normal", "large")
+KINDS = ("normal", "large", "negative")
 #: (B, H, N, d, dtype, causal, kind) of the visible cases
 CASES = [
     (1, 1, 1, 32, "float32", False, "normal"),
@@ -134,13 +146,28 @@ CASES = [
     (1, 1, 100, 32, "float16", False, "normal"),
     (1, 1, 100, 64, "float32", False, "normal"),
     (1, 1, 257, 32, "float16", True, "normal"),
+    (1, 1, 17, 32, "float32", False, "negative"),
+    (1, 1, 17, 64, "float16", True, "negative"),
+    (1, 1, 33, 32, "float16", False, "negative"),
 ]
 #: Q and K of the "large" cases are 10 x standard normal: scores q.k / sqrt(d) of standard
 #: deviation 100, so exp overflows (float32 past 88.7) unless the running max is subtracted
 LARGE_SCALE = 10.0
-#: cap on B H N^2 d of a hidden case (the simulator runs every thread: N = 256, d = 64 takes
-#: tens of seconds)
-MAX_HIDDEN_WORK = 1 << 22
+#: Q of the "negative" cases is this + standard normal, K minus it + standard normal: scores
+#: q.k / sqrt(d) about -NEGATIVE_SHIFT^2 sqrt(d) (-141 at d = 32, -200 at d = 64) with a spread
+#: of about 7, so every score of every row lies far below zero and exp(s) underflows float32
+#: (below -103.97) unless the running max starts at -inf and is subtracted
+NEGATIVE_SHIFT = 5.0
+#: cap on the work of a hidden case, B H N^2 d (halved when causal: the kernels skip the
+#: masked key blocks). The simulator runs every thread, and a case runs twice (the replay):
+#: chapter 5's v2 takes 25 s for N = 256, d = 32 and 137 s for N = 640, d = 32 causal (the
+#: course machine, 2 cores shared with other jobs), so the cap, 2^23 (N = 724 causal or 512
+#: not causal at d = 32), reaches past the 512 keys a kernel with a fixed 512-entry row or
+#: tile stops at, within :attr:`FlashAttention.case_timeout_s`
+MAX_HIDDEN_WORK = 1 << 23
+#: keys of the long case among the random hidden cases: past 512 (fixed-size rows and
+#: tiles of 2 KiB of float32 break there), within MAX_HIDDEN_WORK at d = 32, causal
+LONG_HIDDEN_N = (513, 640)
 #: cap on B H of a hidden case (every (b, h) is at least one thread block the simulator runs)
 MAX_HIDDEN_HEADS = 64
 #: the K/V block sizes the no-rescale diagnosis simulates
@@ -164,11 +191,46 @@ PLAUSIBLE_VS_COPY = 1.5
 
 def attention_inputs(rng, B: int, H: int, N: int, d: int, dtype: str, kind: str = "normal"):
     """Q, K, V (B, H, N, d) of ``dtype``: standard normal; ``large``: Q and K times
-    :data:`LARGE_SCALE`."""
+    :data:`LARGE_SCALE`; ``negative``: Q shifted by +:data:`NEGATIVE_SHIFT` and K by minus it
+    (every score far below zero)."""
     dt = np.dtype(dtype)
     s = LARGE_SCALE if kind == "large" else 1.0
     Q, K, V = (rng.standard_normal((B, H, N, d)) for _ in range(3))
+    if kind == "negative":
+        Q, K = Q + NEGATIVE_SHIFT, K - NEGATIVE_SHIFT
     return (s * Q).astype(dt), (s * K).astype(dt), V.astype(dt)
+
+
+def max_from_zero(Q, K, V, causal: bool) -> np.ndarray:
+    """What FlashAttention's loop computes when the running max m starts at 0 instead of
+    -inf: m ends at max(0, row max), and each p = exp(s - m) is taken in float32, so on a row
+    whose scores all lie far below zero every p underflows to 0, l = 0 and O = 0/0. A
+    diagnosis of the grader's, (B, H, N, d) float64 (NaN on such rows)."""
+    Q, K, V = (np.asarray(x, np.float64) for x in (Q, K, V))
+    N, d = Q.shape[2], Q.shape[3]
+    S = np.matmul(Q, np.swapaxes(K, -1, -2)) / np.sqrt(d)
+    if causal:
+        S = np.where(np.triu(np.ones((N, N), bool), k=1), -np.inf, S)
+    m = np.maximum(S.max(axis=-1, keepdims=True), 0.0)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore", under="ignore"):
+        p = np.exp((S - m).astype(np.float32)).astype(np.float64)
+        return np.matmul(p, V) / p.sum(axis=-1, keepdims=True)
+
+
+def _matches_max_from_zero(out, alt, bound) -> bool:
+    """True if ``alt`` (:func:`max_from_zero`) has rows with l = 0 (told apart from the
+    reference, which has none) and ``out`` is non-finite on exactly those rows and within
+    MATCH_BUDGETS x ``bound`` of ``alt`` elsewhere (a zero output names nothing)."""
+    out = np.asarray(out, np.float64)
+    dead = ~np.isfinite(alt).all(axis=-1)
+    if not dead.any():
+        return False
+    bad = ~np.isfinite(out).all(axis=-1)
+    if (bad != dead).any():
+        return False
+    live = ~dead
+    bound = np.broadcast_to(np.asarray(bound, np.float64), out.shape)
+    return bool((np.abs(out[live] - alt[live]) <= MATCH_BUDGETS * bound[live]).all())
 
 
 def unrescaled(Q, K, V, causal: bool, Bc: int) -> np.ndarray:
@@ -195,6 +257,13 @@ def unrescaled(Q, K, V, causal: bool, Bc: int) -> np.ndarray:
             o = o + np.matmul(p, V[..., k0:k0 + Bc, :])
             m = np.where(live, m_new, m)
         return o / l
+
+
+def hidden_work(p: dict) -> int:
+    """The simulator's work of a case with parameters ``p``: B H N^2 d, halved when causal
+    (compared with :data:`MAX_HIDDEN_WORK`)."""
+    w = p["B"] * p["H"] * p["N"] * p["N"] * p["d"]
+    return w // 2 if p["causal"] else w
 
 
 def rule(Q, K, V, causal: bool, ref):
@@ -261,7 +330,7 @@ class FlashAttention(CudaLab):
         "attention_golden", "attention_plain", "plain_error", "attention_v1",
         "attention_v1_lse", "attention_v2", "attention_v2_lse", "flash_kernel",
         "flash_attention_cpu", "LADDER", "LADDER_LSE", "cupy"})
-    case_timeout_s = 180.0          # a case runs twice on the sim tier (the replay)
+    case_timeout_s = 480.0          # a case runs twice (the replay); hidden ones up to N = 724
     first_call_timeout_s = 120.0    # the first launch compiles the kernel for a GPU (PTX)
     perf_timeout_s = 300.0
     replay_inputs = ("Q", "K", "V")
@@ -293,9 +362,15 @@ class FlashAttention(CudaLab):
                 N = int(rng.integers(1, n_max + 1))
                 p = {"B": 1, "H": H, "N": N, "d": d,
                      "dtype": DTYPES[(i // 2) % 2], "causal": bool(rng.integers(0, 2)),
-                     "kind": "normal"}
+                     "kind": "negative" if i == 2 else "normal"}
                 name = f"hidden{i} {self._name(p)}"
                 out.append(Case(name, p, case_seed(hidden.seed, name), hidden=True))
+            # one long case: a kernel that only works up to some N (a fixed-size row or tile)
+            p = {"B": 1, "H": 1, "N": int(rng.integers(LONG_HIDDEN_N[0], LONG_HIDDEN_N[1] + 1)),
+                 "d": 32, "dtype": DTYPES[int(rng.integers(0, 2))], "causal": True,
+                 "kind": "normal"}
+            name = f"hidden4 {self._name(p)}"
+            out.append(Case(name, p, case_seed(hidden.seed, name), hidden=True))
         return out
 
     @staticmethod
@@ -307,9 +382,10 @@ class FlashAttention(CudaLab):
             "d": Whole(choices=HEAD_DIMS), "dtype": OneOf(DTYPES, "float32"),
             "causal": Flag(False), "kind": OneOf(KINDS, "normal")})
         B, H, N, d = q["B"], q["H"], q["N"], q["d"]
-        if B * H * N * N * d > MAX_HIDDEN_WORK:
-            raise hidden_case_error(i, f"needs B*H*N*N*d <= {MAX_HIDDEN_WORK} (the simulator "
-                                       f"runs every thread), not {B * H * N * N * d}")
+        if hidden_work(q) > MAX_HIDDEN_WORK:
+            raise hidden_case_error(i, f"needs B*H*N*N*d (halved when causal) <= "
+                                       f"{MAX_HIDDEN_WORK} (the simulator runs every thread), "
+                                       f"not {hidden_work(q)}")
         if B * H > MAX_HIDDEN_HEADS:
             raise hidden_case_error(i, f"needs B*H <= {MAX_HIDDEN_HEADS}, not {B * H}")
         return q
@@ -398,6 +474,11 @@ class FlashAttention(CudaLab):
                 alts.append(((ref * f[..., None], lse), None,
                              f"the {n_pad} key(s) past N in the last K/V tile count with score "
                              "0 (zero-filled, not masked): use only keys j < N"))
+        if _matches_max_from_zero(out, max_from_zero(Q, K, V, causal), bound):
+            return ("the output matches FlashAttention's loop with the running max started "
+                    "at 0 instead of -inf: on a row whose scores all lie far below zero every "
+                    "exp(s - 0) underflows to 0, so l = 0 and O = 0/0; start m at -inf (the "
+                    "first block's max then becomes m)")
         for (O_alt, lse_alt), _, words in alts:
             if _matches(out, O_alt, bound, ref, masked_rows=~np.isfinite(lse_alt)):
                 return f"the output matches attention where {words}"
@@ -626,9 +707,13 @@ class FlashAttention(CudaLab):
                             final_digest=str(m["o_digest"]))
         rules = []
         if work is None:
+            from kernellab.sim import model
+
             compulsory = 4 * B * H * N * d * s
             t, tb = total_counters(sub), total_counters(base)
-            dram = t["dram_read_bytes"] + t["dram_write_bytes"]
+            local = [model.local_traffic(launch["counters"], m["profile"]) for launch in sub]
+            local_bytes = int(round(sum(x.device_bytes for x in local)))
+            dram = t["dram_read_bytes"] + t["dram_write_bytes"] + local_bytes
             ratio = dram / compulsory
             scratch = sorted({a["nbytes"] for launch in sub for a in launch.get("arrays", [])
                               if a["elements_stored"] and a["digest_end"] != m["o_digest"]
@@ -636,6 +721,16 @@ class FlashAttention(CudaLab):
             extra = (f"; arrays stored to besides O of {', '.join(map(str, scratch[:3]))} "
                      f"bytes (an N x N float32 array per head is {4 * B * H * N * N})"
                      if scratch else "")
+            frame = max((x for x in local if x.frame_bytes), default=None,
+                        key=lambda x: x.working_set_bytes)
+            if frame is not None:
+                extra += (f"; local memory (device memory behind L1/L2): a {frame.frame_bytes}-"
+                          f"byte frame a thread, {frame.resident_threads} threads on an SM "
+                          f"need {frame.working_set_bytes} bytes of the {frame.l1_bytes} of L1 "
+                          f"beside shared memory, so {100 * frame.miss:.0f}% of local accesses "
+                          f"miss L1: {local_bytes} of the DRAM bytes"
+                          + (" -- a per-thread row of scores is an N x N array in device "
+                             "memory too" if local_bytes else ""))
             rules.append(RuleResult(
                 "DRAM traffic / compulsory", ratio, MAX_TRAFFIC, "<=", "x",
                 ratio <= MAX_TRAFFIC,
