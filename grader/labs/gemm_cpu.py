@@ -295,4 +295,4 @@ class GemmCPU(LabSpec):
                 > len(by_floor) / 2 else "numpy")
         return fraction, (f"numpy.matmul{kernel} {med_numpy:.1f} GFLOP/s in the same run, "
                           f"floor {NUMPY_FLOOR_OF_PEAK:g} x {peak.describe(np.float32, PERF_THREADS)}"
-                          f" = {floor:.1f} GFLOP/s; the larger, in most rounds: {used}")
+                          f" = {floor:.1f} GFLOP/s; the baseline in most rounds: {used}")
