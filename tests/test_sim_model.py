@@ -425,3 +425,10 @@ def test_resident_threads_follow_the_grid_and_the_occupancy_limits():
     # the H100 has its own L1 and carveouts
     lt = model.local_traffic(local(4, 0, 1, 64, smem=170 * 1024), "h100")
     assert lt.l1_bytes == (256 - 196) * 1024
+
+
+def test_describe_names_local_memory_past_l1_only_when_charged():
+    spilled = modelled_time(local(2048, 128 * 512, blocks=1, tpb=128, smem=4096))
+    assert "local memory past L1" in describe(spilled) and "2048-byte frame" in describe(spilled)
+    fits = modelled_time(local(512, 128 * 512, blocks=1, tpb=128, smem=25088))
+    assert "local" not in describe(fits)

@@ -230,7 +230,10 @@ def traffic_summary(launches: list[dict]) -> str:
     return (f"{len(launches)} launch{'es' if len(launches) != 1 else ''}, "
             f"{t['global_load_sectors']}+{t['global_store_sectors']} global sectors "
             f"(load+store), {t['shared_load_wavefronts']}+{t['shared_store_wavefronts']} shared "
-            f"wavefronts{conflict}, {t['barriers']} barriers")
+            f"wavefronts{conflict}, {t['barriers']} barriers"
+            + (f", a {t['local_frame_bytes']}-byte local frame a thread "
+               f"({t['local_touched_bytes']} bytes stored to local memory)"
+               if t["local_frame_bytes"] else ""))
 
 
 def coalesced_rule(launches: list[dict], threshold: float, hint: str) -> RuleResult:

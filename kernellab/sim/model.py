@@ -577,7 +577,7 @@ def _fmt_s(s: float) -> str:
 def describe(mt: ModelledTime) -> str:
     """One line, e.g. ``"12.3 µs on a100-model (bound: global sectors 9.8 µs; shared
     wavefronts 1.2 µs; launch 3 µs)"``. The components are listed largest first, and
-    components that are 0 are left out."""
+    components that are 0 are left out; local memory charged past L1 is named last."""
     parts = sorted(((k, v) for k, v in mt.breakdown.items() if v > 0),
                    key=lambda kv: (-kv[1], COMPONENTS.index(kv[0])))
     # The bound first (it is the largest; on ties, the named one).
@@ -585,4 +585,7 @@ def describe(mt: ModelledTime) -> str:
     body = "; ".join(f"{LABELS[k]} {_fmt_s(v)}" for k, v in parts)
     busy = f", {mt.active_sms}/{mt.profile.sm_count} SMs busy" \
         if 0 < mt.active_sms < mt.profile.sm_count else ""
-    return f"{_fmt_s(mt.seconds)} on {mt.profile.name}-model{busy} (bound: {body})"
+    local = (f"; local memory past L1: {mt.local.device_bytes:.0f} B of a "
+             f"{mt.local.frame_bytes}-byte frame a thread" if mt.local and mt.local.device_bytes
+             else "")
+    return f"{_fmt_s(mt.seconds)} on {mt.profile.name}-model{busy} (bound: {body}{local})"
