@@ -163,6 +163,54 @@ def test_honest_designs_pass(name, tmp_path):
     assert after.passed, after.error
 
 
+# --------------------------------------------- grids that leave the GPU idle (the timed call)
+def _launch(blocks: int, rows: int, reads: int, writes: int) -> dict:
+    """Counters of a launch over ``rows`` rows of PERF_N floats on ``blocks`` blocks: X read
+    ``reads`` times (once from DRAM, the rest from L2), ``writes`` floats stored a row, all
+    coalesced, 6 barriers a row (the solution's)."""
+    from grader.labs._cuda import LAUNCH_COUNTERS
+
+    x, w = 4 * rows * lab.PERF_N, 4 * rows * writes
+    c = dict.fromkeys(LAUNCH_COUNTERS, 0)
+    c.update(blocks=blocks, threads=256 * blocks, dram_read_bytes=x, dram_write_bytes=w,
+             global_load_sectors=reads * x // 32, global_store_sectors=w // 32,
+             global_load_bytes=reads * x, global_store_bytes=w, barriers=6 * rows)
+    return {"name": "k", "grid": [blocks, 1, 1], "block": [256, 1, 1], "counters": c}
+
+
+def test_the_speed_rule_charges_a_grid_that_leaves_sms_idle():
+    """At the timed shape (128 rows, more than the 108 SMs): one block a row models at 2x the
+    three-pass softmax; the same traffic in one block (one_block_all_rows.py), in a launch of
+    one block per row (launch_per_row.py) or in 16 blocks (warp_per_row.py: 8 rows a block)
+    gets only that share of the chip and fails."""
+    M, N = lab.PERF_M, lab.PERF_N
+    three = [_launch(M, M, 1, 1), _launch(M, M, 1, 1), _launch(M, M, 1, N)]
+    t3 = lab.modelled_as_launched(three)["seconds"]
+    speed = {k: t3 / lab.modelled_as_launched(v)["seconds"] for k, v in {
+        "block per row": [_launch(M, M, 3, N)], "one block": [_launch(1, M, 3, N)],
+        "launch per row": [_launch(1, 1, 3, N)] * M, "16 blocks": [_launch(16, M, 3, N)],
+    }.items()}
+    assert speed["block per row"] == pytest.approx(2.0, rel=0.02)
+    for k in ("one block", "launch per row", "16 blocks"):
+        assert speed[k] < lab.MIN_MODELLED_SPEEDUP / 1.5, (k, speed)
+    assert speed["launch per row"] == pytest.approx(speed["one block"], rel=0.01)
+
+
+def test_one_block_for_every_row_is_charged_as_one_sm(tmp_path):
+    """End to end in this process (a small timed call): the grid-stride kernel with one block
+    models 16x slower than the same kernel with one block per row on 16 rows, the share of the
+    chip a 1-block grid gets against a 16-block one; the detail says why."""
+    ns = load("one_block_all_rows.py")
+    assert run_case(ns, "softmax float32 4x300 masked").passed
+    one, after = timed(ns, tmp_path)
+    assert one[GATE].passed and after.passed, one[GATE].detail
+    wide, _ = timed(load("one_block_all_rows.py", **{
+        "softmax_kernel[GRID, TPB](X, Y)": "softmax_kernel[X.shape[0], TPB](X, Y)"}), tmp_path)
+    ratio = wide[SPEED].measured / one[SPEED].measured
+    assert ratio == pytest.approx(SMALL["M"], rel=0.05), (one[SPEED].detail, wide[SPEED].detail)
+    assert "your smallest: 1 block(s) in 1 launch(es)" in one[SPEED].detail
+
+
 # ------------------------------------------------------------------ the timed call (sim)
 @pytest.mark.parametrize("mode,why", [
     ("touch", "the kernels read 0 bytes of X"),

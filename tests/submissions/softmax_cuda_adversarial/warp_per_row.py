@@ -1,6 +1,8 @@
-# HONEST (design): a warp per row, 8 rows a block of (32, 8) threads, shuffles only, no shared
-# memory. The lab teaches one block per row; this is the usual fast softmax for short rows, as
-# correct and as fast in the model. Expected: PASS.
+# HONEST (design): a warp per row, ROWS rows a block of (32, ROWS) threads, shuffles only, no
+# shared memory. The lab teaches one block per row; this is the usual fast softmax for short
+# rows. Expected: the cases and the gate pass. At the timed shape (128 rows) 8 rows a block
+# make 16 blocks for 108 SMs, and the model charges the idle SMs: the speed rule fails, as
+# it would run on a GPU; with ROWS = 1 (128 blocks) it passes.
 import math
 import numpy as np
 from numba import cuda, float32
