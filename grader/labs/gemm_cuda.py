@@ -84,9 +84,12 @@ Thresholds, from the model (analytic; the measured values at 64^3 agree, see
 Known limits of the sim rules: a kernel whose grid does not grow with the problem (one block
 doing everything) models as well as one that fills the GPU (the normalisation above); warp
 shuffles cost nothing in the model, so operands spread across a warp by shuffles count as
-on-chip reuse at no charge; a submission that computes C on the host and then launches kernels
-that read A and B and store C passes the "computed by kernels" checks (the static rules ban
-library products; the code is there to read).
+on-chip reuse at no charge; the coalescing fraction is capped over all requests together, so
+broadcast loads (128 bytes asked for one sector) offset uncoalesced ones (a per-request cap
+needs a sim engine counter: ``tests/submissions/gemm_cuda/uncoalesced_padded_broadcasts.py``);
+a submission that computes C on the host and then launches kernels that read A and B and store
+C passes the "computed by kernels" checks (the static rules ban library products; the code is
+there to read).
 
 Performance, ``gpu`` tier (CUDA events, :func:`kernellab.timing.interleaved` with
 ``clock="cuda"``): M = N = K = ``GPU_N``, fresh device inputs for every call, one warm-up call
