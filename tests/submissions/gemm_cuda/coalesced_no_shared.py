@@ -1,8 +1,9 @@
-# KNOWN WRONG: coalesced but not tiled (chapter 2's v2): threadIdx.x -> column, so a warp reads
-# 32 consecutive floats of B and one (broadcast) element of A. 5 sectors per 32 multiply-adds
-# instead of 33: 6.6x over the naive kernel, the most a kernel without on-chip reuse gets.
-# Expected: every case passes; "modelled speedup over the naive kernel" fails (6.6x < 8x)
-# while "global memory coalesced" passes.
+# KNOWN WRONG: coalesced but not tiled (chapter 2's v2): threadIdx.x -> column, 32 x 8 blocks,
+# so a warp reads 32 consecutive floats of B and one (broadcast) element of A. 5 sectors per 32
+# multiply-adds instead of 33: 6.6x over the naive kernel (with 16 x 16 blocks the same kernel
+# moves 4 and reaches 8.25x: no_reuse.py).
+# Expected: every case passes; "global traffic per FMA" fails (5.06 B > 1.5 B) and so does
+# "modelled speedup over the naive kernel" (6.6x < 8x), while "global memory coalesced" passes.
 import numpy as np
 from numba import cuda, float32
 
