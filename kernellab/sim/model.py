@@ -59,7 +59,9 @@ What each counter costs:
   fits costs nothing: L1 hits are not modelled for global memory either. Resident threads:
   the launch's blocks spread over the SMs, ``ceil(blocks / SMs)`` a SM, capped by the
   occupancy limits of threads, blocks and shared memory per SM (registers are not known at the
-  PTX level and are not a limit here).
+  PTX level and are not a limit here). So a small grid (the labs' timed shapes: one block an
+  SM) is charged only for frames one block's threads overflow; the same kernel on a grid
+  with many blocks an SM is charged more.
 * **Compute.** The engine counts no arithmetic. ``flops`` is 0 unless the caller writes it into
   the counters (e.g. ``2*M*N*K`` for a GEMM). When ``flops`` is 0, the compute component is
   0: the model estimates nothing, so arithmetic is not modelled.
