@@ -4,8 +4,10 @@ budget, the untouched lab fails "not implemented", every known-wrong submission 
 reason in its header (graded on the cases that show it and on cases it gets right), the
 diagnoses name each known mistake and nothing else, the tolerance is neither so loose that a
 zero or a float16-accumulated attention passes nor so tight that the golden reference or the
-plain baseline fails, hidden cases are validated, and the gpu-tier measurement runs (on the
-simulator, with a wall clock)."""
+plain baseline fails, hidden cases are validated (and reach past 512 keys), a running max
+started at 0 is named on the far-below-zero cases, a row of scores per thread in local memory
+fails the traffic rule, and the gpu-tier measurement runs (on the simulator, with a wall
+clock)."""
 
 from __future__ import annotations
 
