@@ -224,6 +224,7 @@ class Int8Linear(LabSpec):
     functions = {"quantize_per_channel": ("W",),
                  "int8_gemm": ("Aq", "Bq", "C"),
                  "linear_w8a8": ("X", "Wq", "w_scales", "bias", "Y")}
+    perf_functions = ("int8_gemm",)  # the speed rules time int8_gemm alone
     allowed_imports = frozenset({"numpy", "numba", "math"})
     banned_names = frozenset({"int8_gemm_naive", "int_gemm_golden", "linear_golden",
                               "quantize_per_channel_golden", "quantize_per_token_golden",

@@ -210,6 +210,7 @@ class SoftmaxCUDA(CudaLab):
     title = "Block reduction with warp shuffles and a fused row softmax in CUDA (numba-cuda)"
     notebook = "03_softmax_cuda.ipynb"
     functions = {"row_sum": ("X", "out"), "softmax": ("X", "Y")}
+    perf_functions = ("softmax",)  # the speed rules time softmax alone
     banned_names = frozenset({"softmax_golden", "row_sum_golden", "sum_golden", "softmax_v1",
                               "softmax_v2", "softmax_v3", "softmax_shift", "cupy"})
     case_timeout_s = 60.0
