@@ -140,7 +140,7 @@ def test_functions_that_hang_in_their_warm_up_are_dropped_and_the_worker_restart
 def test_performance_runs_when_the_functions_it_times_pass(monkeypatch):
     """With ``perf_functions`` declared (int8-linear times int8_gemm only), a broken
     quantize_per_channel does not stop int8_gemm's speed from being measured and scored."""
-    monkeypatch.setattr(Int8Linear, "perf_functions", ("int8_gemm",))
+    assert Int8Linear.perf_functions == ("int8_gemm",)
     rep = grade("int8-linear", INT8 / "quantize_does_not_compile.py",
                 only=lambda c: c.params["fn"] == "int8_gemm" or c.name.startswith("quantize 1x"))
     assert [c.function for c in rep.cases if not c.passed] == ["quantize_per_channel"] * 2
@@ -153,7 +153,8 @@ def test_the_performance_gate_names_what_stops_it(monkeypatch):
     ok = lambda fn: CaseResult("c", {}, function=fn, passed=True)  # noqa: E731
     bad = lambda fn: CaseResult("c", {}, function=fn, error="wrong")  # noqa: E731
     missing = {"int8_gemm": "'int8_gemm' is not defined (...)"}
-    # by default the phase needs every function's cases
+    # by default (no perf_functions) the phase needs every function's cases
+    monkeypatch.setattr(Int8Linear, "perf_functions", ())
     assert _performance_gate(spec, [ok("int8_gemm"), bad("linear_w8a8")], {}) == \
         "correctness must pass first"
     assert _performance_gate(spec, [ok("quantize_per_channel")], missing) == \
