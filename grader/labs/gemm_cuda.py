@@ -272,6 +272,7 @@ class GemmCUDA(CudaLab):
     def _measure_sim(self, fn, plan: dict, workdir: Path) -> dict:
         from numba import cuda
 
+        from grader.labs import _baseline as baseline
         from kernellab import sim
         from kernellab.kernels.gemm_cuda import gemm_v1
 
@@ -292,13 +293,17 @@ class GemmCUDA(CudaLab):
                 f"{type(exc).__name__}: {exc}") from exc
         C = dC.copy_to_host()
         np.savez(workdir / "recheck.npz", A=dA.copy_to_host(), B=dB.copy_to_host(), C=C)
-        dC1 = cuda.to_device(np.full((n, n), np.nan, np.float32))
-        with sim.capture() as cap_naive:
-            gemm_v1(dA, dB, dC1)
+
+        def naive():
+            dC1 = cuda.to_device(np.full((n, n), np.nan, np.float32))
+            with sim.capture() as cap_naive:
+                gemm_v1(dA, dB, dC1)
+            return [launch_dict(s) for s in cap_naive.launches]
+
         return {
             "tier": "sim", "profile": plan["profile"], "n": n,
             "submission": [launch_dict(s) for s in cap.launches],
-            "naive": [launch_dict(s) for s in cap_naive.launches],
+            "naive": baseline.launches("gemm_v1", {"n": n}, naive),
             "setup": {"description": f"sim tier, float32, M=N=K={n}, modelled on the "
                                      f"{plan['profile']} profile from counted traffic "
                                      "(deterministic), device arrays"},
