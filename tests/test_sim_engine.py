@@ -1369,6 +1369,50 @@ def test_float64_global_warp_read_is_8_sectors():
 
 
 @cuda.jit
+def k_sites(x, out, flag):
+    i = cuda.grid(1)
+    a = x[i * 8]  # @site-column
+    b = x[0]  # @site-broadcast
+    if i % 2 == 0:
+        c = x[i]  # @site-even
+    else:
+        c = x[i + 1]  # @site-odd
+    out[i] = a + b + c + flag  # @site-store
+
+
+def test_per_site_traffic_with_the_sites_option():
+    """``sites=True``: one row per access site (source line) and array; a broadcast's 128
+    bytes asked use its one sector (32 bytes); two divergent lines at one request index are
+    two requests, as on a GPU (the launch's counters merge them: one request of 5 sectors
+    where the sites see 4 + 5). Without the option (or with ``checks="fast"``) there are
+    none."""
+    x = np.arange(8 * 64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    st = run(k_sites, 2, 32, x, out, 0.0, sites=True)
+    got = {s_["line"]: s_ for s_ in st.sites}
+    assert set(got) == {line(t) for t in ("site-column", "site-broadcast", "site-even",
+                                          "site-odd", "site-store")}
+    col, bc = got[line("site-column")], got[line("site-broadcast")]
+    assert (col["array"], col["kind"], col["requests"]) == ("x", "load", 2)
+    assert col["bytes_moved"] == 2 * 32 * 32 and col["bytes_used"] == 2 * 128
+    assert bc["bytes_asked"] == 2 * 128 and bc["bytes_moved"] == bc["bytes_used"] == 2 * 32
+    even, odd = got[line("site-even")], got[line("site-odd")]
+    assert even["requests"] == odd["requests"] == 2       # 16 lanes each, every other float
+    assert even["bytes_asked"] == even["bytes_used"] == 2 * 64 == even["bytes_moved"] // 2
+    assert odd["bytes_moved"] == 2 * 5 * 32                # x[2] .. x[32]: 5 sectors
+    assert got[line("site-store")]["kind"] == "store"
+    assert got[line("site-store")]["where"] == f"line {line('site-store')}"
+    c = st.counters
+    assert sum(s_["bytes_moved"] for s_ in st.sites) == 32 * (
+        c["global_load_sectors"] + c["global_store_sectors"] + 2 * 4)
+    assert sum(s_["bytes_asked"] for s_ in st.sites) == (c["global_load_bytes"]
+                                                         + c["global_store_bytes"])
+    plain = run(k_sites, 2, 32, x, out, 0.0)
+    assert plain.sites is None and plain.counters == c
+    assert run(k_sites, 2, 32, x, out, 0.0, sites=True, checks="fast").sites is None
+
+
+@cuda.jit
 def k_read_twice(x, out):
     i = cuda.threadIdx.x
     out[cuda.grid(1)] = x[i] + x[i]

@@ -163,6 +163,7 @@ _OPTS = {
                 if os.environ.get("KERNELLAB_SIM_SHUFFLE", "").strip() else None),
     "watchdog_s": 600.0,
     "checks": os.environ.get("KERNELLAB_SIM_CHECKS", "full").strip() or "full",
+    "sites": False,
 }
 
 
@@ -171,7 +172,9 @@ def configure(**opts) -> dict:
 
     ``executor`` ("kernellab" or "stock"), ``race_check`` (bool), ``gpu_compile`` (bool: compile
     each kernel to PTX once per signature, :mod:`kernellab.sim.ptx`), ``shuffle`` (None or an
-    int seed), ``watchdog_s`` (float seconds per launch). Raises ``ValueError`` for an unknown
+    int seed), ``watchdog_s`` (float seconds per launch), ``sites`` (bool: log each access's
+    source instruction and report per-site global traffic, ``LaunchStats.sites``; about 1.4x
+    the logging cost, so off unless a grader asks). Raises ``ValueError`` for an unknown
     option or executor.
     """
     old = {}
@@ -885,6 +888,8 @@ class _Launch:
         self.block_locals = []      # (tid, array) of the running block's cuda.local arrays
         self.local_alloc_max = 0    # bytes of local arrays of the thread that has the most
         self.local_threads = []     # per thread with local arrays: [(nbytes, stored bytes)]
+        self.site_acc = {}          # mode 2: (site, array id * 2 + is_write) -> global traffic
+        self.sites = None
 
     # -- memory
     def global_root(self, name, arr):
@@ -1072,7 +1077,7 @@ class _Launch:
                 k, t, b, i, w, e = key[sel], tid[sel], blin[sel], iv[sel], wep[sel], epoch[sel]
                 st = site[sel] if site is not None else None
             memo_key = None
-            if not glob and whole_block and _mode == 1:
+            if not glob and whole_block and _mode:
                 # A block's shared memory starts fresh, so the analysis of its shared
                 # accesses depends only on this log: blocks with identical logs (the usual
                 # case: data-independent indexing) reuse the first one's result, exactly.
@@ -1133,6 +1138,8 @@ class _Launch:
             secs = _uniq(np.r_[(gr << 34) | (ga // SECTOR),
                                    (gr << 34) | ((ga + gi - 1) // SECTOR)])
             cost += np.bincount(req_ak[secs >> 34], minlength=nak)
+            if site is not None:
+                self._count_sites(ga, gr, gi, site[isg], req_ak)
             gaid = aid[isg]
             gw = ((key[isg] >> W_SHIFT) & 1).astype(np.bool_)
             gat = (key[isg] & ATOMIC_BIT) != 0
@@ -1186,6 +1193,33 @@ class _Launch:
                 self.trace_parts.append((key[first], tid[first],
                                          site[first] if site is not None else None,
                                          req[first]))
+
+    def _count_sites(self, ga, gr, gi, gsite, req_ak):
+        """Per access site (source instruction) and array: global requests, sectors moved,
+        bytes asked for, and bytes asked capped per request at the bytes its sectors moved (a
+        broadcast asks for 128 bytes of one 32-byte sector: 32 count). A site's request is a
+        warp-level request's accesses made from that site (divergent lanes at one request
+        index but two instructions are two requests)."""
+        us, sinv = _dense(gsite)
+        usub, subinv = _dense(gr * len(us) + sinv)
+        nsub = len(usub)
+        secs = _uniq(np.r_[(subinv << 34) | (ga // SECTOR),
+                           (subinv << 34) | ((ga + gi - 1) // SECTOR)])
+        moved = SECTOR * np.bincount(secs >> 34, minlength=nsub)
+        asked = np.bincount(subinv, weights=gi, minlength=nsub).astype(np.int64)
+        capped = np.minimum(asked, moved)
+        sub_ak = req_ak[usub // len(us)]
+        sub_site = us[usub % len(us)]
+        nak = int(sub_ak.max()) + 1
+        ukey, kinv = _dense(sub_site * nak + sub_ak)
+        sums = [np.bincount(kinv, weights=w, minlength=len(ukey)).astype(np.int64)
+                for w in (None, moved, asked, capped)]
+        acc = self.site_acc
+        for k, key_ in enumerate(ukey.tolist()):
+            site_ak = (key_ // nak, key_ % nak)
+            got = acc.get(site_ak)
+            row = [int(x[k]) for x in sums]
+            acc[site_ak] = row if got is None else [a + b for a, b in zip(got, row)]
 
     def _canonical(self, site):
         """Map each site to the offset of its instruction: CPython 3.11's specialising
@@ -1429,6 +1463,12 @@ class _Launch:
         } for r in self.groots]
         if self.want_trace:
             self.trace = _build_trace(self, self.trace_parts)
+        if _mode == 2:
+            self.sites = [{
+                "where": self.site_where(st), "line": self.site_line(st),
+                "array": str(self.roots[ak >> 1].name), "kind": "store" if ak & 1 else "load",
+                "requests": r, "bytes_moved": m, "bytes_asked": a, "bytes_used": u,
+            } for (st, ak), (r, m, a, u) in sorted(self.site_acc.items())]
 
 
 _line_cache: dict = {}
@@ -2077,7 +2117,7 @@ def _launch_once(kernel, args):
     else:
         ptx_counts = None
     want_trace = any(cap.trace for cap in _listeners)
-    mode = 0 if _OPTS["checks"] == "fast" else 2 if want_trace else 1
+    mode = 0 if _OPTS["checks"] == "fast" else 2 if want_trace or _OPTS["sites"] else 1
     retr = []
     dev_args = [_to_device(arg, retr) for arg in args]
     arrays = []
@@ -2109,6 +2149,7 @@ def _launch_once(kernel, args):
     stats.checks = _OPTS["checks"]
     stats.arrays = L.arrays
     stats.shuffle_warps = len(L.shuffle_warps)
+    stats.sites = L.sites
     stats.outside = outside
     for cap in _listeners:
         cap.launches.append(stats)
@@ -2539,7 +2580,12 @@ class LaunchStats:
     read: a GPU reads them too), ``digest_start`` and ``digest_end``: its
     :func:`~kernellab.sim.content_digest` when the launch started and ended, while captured,
     else None) and ``outside`` (``[{"name", "nbytes"}]``: numpy arrays the kernel reads from
-    globals or its closure, uncounted, see :func:`_arrays_outside_arguments`)."""
+    globals or its closure, uncounted, see :func:`_arrays_outside_arguments`) and ``sites``
+    (with the ``sites`` option or a trace, else None: one dict per global access site --
+    source instruction -- and array: ``where`` ("line 12", "line 3 of dev"), ``line``,
+    ``array``, ``kind`` (load/store; atomics: store), ``requests``, ``bytes_moved`` (32 per
+    sector), ``bytes_asked`` and ``bytes_used``: the bytes asked, capped per request at the
+    bytes its sectors moved)."""
 
     def __init__(self, name, grid, block, counters, ptx_counts, trace):
         self.name = name
@@ -2551,6 +2597,7 @@ class LaunchStats:
         self.arrays = []
         self.shuffle_warps = 0
         self.outside = []
+        self.sites = None
 
     def __repr__(self):
         c = self.counters
