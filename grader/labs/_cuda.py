@@ -42,7 +42,10 @@ def launch_dict(stats) -> dict:
                         **{k: int(a[k]) for k in ARRAY_FIGURES}}
                        for a in getattr(stats, "arrays", [])],
             "outside": [{"name": str(o["name"]), "nbytes": int(o["nbytes"])}
-                        for o in getattr(stats, "outside", [])]}
+                        for o in getattr(stats, "outside", [])],
+            **({"sites": [{k: (str(v) if isinstance(v, str) else int(v)) for k, v in st.items()}
+                          for st in stats.sites]}
+               if getattr(stats, "sites", None) is not None else {})}
 
 
 def unchecked_problem(launches: list[dict], unchecked=()) -> str | None:
@@ -206,13 +209,65 @@ def modelled_seconds(launches: list[dict], flops: float, profile: str = PROFILE)
             "compute_s": compute}
 
 
-def coalesced_fraction(launches: list[dict]) -> float:
-    """Bytes the threads asked for / bytes the 32-byte sectors moved, global loads and stores,
-    capped at 1 (a broadcast asks for one sector's bytes many times). 0 with no global access."""
-    t = total_counters(launches)
-    moved = 32 * (t["global_load_sectors"] + t["global_store_sectors"])
-    asked = t["global_load_bytes"] + t["global_store_bytes"]
-    return min(1.0, asked / moved) if moved else 0.0
+#: The share of a call's global sectors that sites coalesced below the rule's threshold may
+#: move together (:func:`coalesced_fraction`).
+UNCOALESCED_SHARE = 0.1
+
+
+def access_sites(launches: list[dict]) -> list[dict]:
+    """The call's global access sites, least coalesced first: one dict per (kernel, source
+    instruction, array, load/store) -- the launches' ``sites`` (the sim engine's per-site
+    counters, ``kernellab.sim.capture(sites=True)``), summed over launches of one kernel --
+    with ``kernel``, ``where``, ``array``, ``kind``, ``bytes_moved`` (32 a sector),
+    ``bytes_used`` (bytes asked, capped per request at the bytes its sectors moved),
+    ``fraction`` (used / moved) and ``share`` (of all the sites' bytes moved). A launch
+    without per-site counters is one site (``where`` "the whole launch") whose bytes used are
+    min(asked, moved) over all its requests together."""
+    acc: dict = {}
+    for launch in launches:
+        sites = launch.get("sites")
+        if sites is None:
+            c = launch["counters"]
+            moved = 32 * (int(c["global_load_sectors"]) + int(c["global_store_sectors"]))
+            asked = int(c["global_load_bytes"]) + int(c["global_store_bytes"])
+            sites = [{"where": "the whole launch", "array": "all arrays", "kind": "access",
+                      "bytes_moved": moved, "bytes_used": min(asked, moved)}] if moved else []
+        for st in sites:
+            key = (launch["name"], st["where"], st["array"], st["kind"])
+            got = acc.setdefault(key, [0, 0])
+            got[0] += int(st["bytes_moved"])
+            got[1] += int(st["bytes_used"])
+    total = sum(m for m, _ in acc.values())
+    out = [{"kernel": k[0], "where": k[1], "array": k[2], "kind": k[3], "bytes_moved": m,
+            "bytes_used": u, "fraction": u / m, "share": m / total}
+           for k, (m, u) in acc.items() if m]
+    return sorted(out, key=lambda d: (d["fraction"], -d["share"]))
+
+
+def coalesced_fraction(launches: list[dict], share: float = UNCOALESCED_SHARE) -> float:
+    """How coalesced the call's global loads and stores are, judged per access site
+    (:func:`access_sites`): the largest fraction f such that the sites whose bytes used /
+    bytes moved is below f together move at most ``share`` of the call's global sectors
+    (sites sorted by fraction; the fraction of the site at which their running share of the
+    sectors first exceeds ``share``). So ``coalesced_fraction(...) >= t`` exactly when the
+    sites coalesced below t move at most ``share`` of the sectors. 0 with no global access.
+
+    Why per site, capped per request: a broadcast asks for 128 bytes of one 32-byte sector,
+    and over all requests together its surplus offsets a column load's waste; capped per
+    request it counts as used (32 of 32 bytes), but a site-blind average is still diluted by
+    any cheap coalesced traffic. Judged per site, traffic added elsewhere hides an
+    uncoalesced site only once that site is at most ``share`` of all sectors: 0.1 needs 9
+    times its sectors added, more than coalescing it would save (at most its own sectors),
+    and splitting it over many instructions does not help, since the sites below the line
+    are summed. Nsight Compute reports the same per-instruction quantity (Source view, "L2
+    Theoretical Sectors Global Excessive")."""
+    sites = access_sites(launches)
+    run = 0.0
+    for st in sites:
+        run += st["share"]
+        if run > share + 1e-12:
+            return st["fraction"]
+    return sites[-1]["fraction"] if sites else 0.0
 
 
 def fmt_seconds(s: float) -> str:
@@ -237,15 +292,26 @@ def traffic_summary(launches: list[dict]) -> str:
 
 
 def coalesced_rule(launches: list[dict], threshold: float, hint: str) -> RuleResult:
-    """The "global memory coalesced" rule: bytes the threads asked for / bytes the 32-byte
-    sectors moved (:func:`coalesced_fraction`) >= ``threshold``; ``hint`` ends the detail."""
+    """The "global memory coalesced" rule, judged per access site (:func:`coalesced_fraction`):
+    the sites whose bytes used / bytes moved in 32-byte sectors is below ``threshold`` move at
+    most :data:`UNCOALESCED_SHARE` of the call's global sectors. The detail names the least
+    coalesced site by its line; ``hint`` ends it."""
     eff = coalesced_fraction(launches)
-    t = total_counters(launches)
+    sites = access_sites(launches)
+    below = sum(st["share"] for st in sites if st["fraction"] < threshold)
+    worst = "; every site uses all the bytes it moves"
+    if sites and sites[0]["fraction"] < 1.0:
+        w = sites[0]
+        worst = (f"; least coalesced: the {w['kind']} of {w['array']} at {w['where']} of "
+                 f"{w['kernel']}, {w['fraction']:.0%} of its bytes used, {w['share']:.0%} of "
+                 "the sectors")
     return RuleResult(
         "global memory coalesced", 100.0 * eff, 100.0 * threshold, ">=", "%", eff >= threshold,
-        f"bytes the threads asked for / bytes moved in 32-byte sectors, loads and stores: "
-        f"{t['global_load_bytes'] + t['global_store_bytes']} / "
-        f"{32 * (t['global_load_sectors'] + t['global_store_sectors'])}; {hint}")
+        f"per access site (source line), bytes the threads asked for (per request at most "
+        f"what its sectors moved: a broadcast uses its one sector) / bytes moved in 32-byte "
+        f"sectors, loads and stores; sites below {threshold:.0%} move {below:.0%} of the "
+        f"{sum(st['bytes_moved'] for st in sites) // 32} sectors (at most "
+        f"{UNCOALESCED_SHARE:.0%} may){worst}; {hint}")
 
 
 #: candidates a replay sends back for an output (:func:`replay_candidates`)

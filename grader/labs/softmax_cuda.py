@@ -57,9 +57,10 @@ one block per row can.)
   X three times and Y once (4 accesses per element), a fused one-kernel softmax X once and Y
   once (2), whatever it re-reads from L2: 2.0x when DRAM-bound. Two kernels (statistics, then
   normalise: 3 accesses) model at 1.33x. 1.6 sits between them with 20% margin each way.
-* **global memory coalesced** >= ``MIN_COALESCED`` (bytes asked / bytes moved in 32-byte
-  sectors, as in ``gemm-cuda``): a thread walking its own contiguous chunk of the row makes a
-  warp touch 32 sectors per load instead of 4.
+* **global memory coalesced** >= ``MIN_COALESCED``, judged per access site as in
+  ``gemm-cuda`` (:func:`grader.labs._cuda.coalesced_fraction`: the sites below the threshold
+  move at most 10% of the sectors): a thread walking its own contiguous chunk of the row makes
+  a warp touch 32 sectors per load instead of 4.
 * a gate: the timed call's softmax came from kernels: the checks of the cases, and the final Y
   is what a launch left in an argument whose elements the launches stored (all of them), not
   bytes written over Y on the host.
@@ -359,7 +360,7 @@ class SoftmaxCUDA(CudaLab):
         dX = cuda.to_device(X)
         dY = cuda.to_device(np.full((M, N), np.nan, np.float32))
         try:
-            with sim.capture() as cap:
+            with sim.capture(sites=True) as cap:
                 fn(dX, dY)
         except Exception as exc:
             if isinstance(exc, (sim.SimError, NotImplementedError)):

@@ -2,7 +2,8 @@
 # (P[kk, i] = (A[i, 2kk], A[i, 2kk+1]) and Q[kk, j] = (B[2kk, j], B[2kk+1, j]) as complex64, a
 # zero pad for odd K), then one thread per element of C, a warp on a 4 x 8 patch of C, loads
 # one complex64 of P and one of Q per two FMAs: 1 sector of P and 2 of Q per 64 FMAs, 1.5 B
-# per FMA, the floor of any reuse-free layout; plus C's stores and the packing.
+# per FMA, the floor of any reuse-free layout; plus C's stores and the packing (pack_rows reads
+# A down a column, which "global memory coalesced", judged per access site, also fails).
 # Expected: every case passes; "global traffic per FMA" fails (above 1.5 B).
 import numpy as np
 from numba import cuda, float32

@@ -1,10 +1,10 @@
-# KNOWN WRONG, NOT YET CAUGHT: uncoalesced_a_tile.py (the A tile loaded down a column of A,
-# 43% of the bytes moved used) plus two broadcast loads of A[0, 0] per tile step. A broadcast
-# asks for 128 bytes and moves one 32-byte sector, and "global memory coalesced" caps the
-# asked/moved ratio over all requests together, not per request, so the broadcasts' surplus
-# offsets the column loads' waste: 74%, a pass, with nothing made coalesced.
-# Expected: every case passes; "global memory coalesced" fails. Today it passes: the fix needs
-# the sim engine to count, per request, min(bytes asked, bytes its sectors moved).
+# KNOWN WRONG: uncoalesced_a_tile.py (the A tile loaded down a column of A: a warp's 16 rows x 2
+# floats, 8 of each sector's 32 bytes used) plus two broadcast loads of A[0, 0] per tile step. A
+# broadcast asks for 128 bytes and moves one 32-byte sector; over all requests together its
+# surplus offset the column loads' waste (74%, a pass, with nothing made coalesced). Judged per
+# access site, each request capped at the bytes its sectors moved, the column load stays at 25%
+# and moves 70% of the sectors.
+# Expected: every case passes; "global memory coalesced" fails, naming the column load's line.
 import numpy as np
 from numba import cuda, float32
 
