@@ -1413,6 +1413,36 @@ def test_per_site_traffic_with_the_sites_option():
 
 
 @cuda.jit
+def k_one_block_works(x, out):
+    s = cuda.shared.array(32, float32)
+    t = cuda.threadIdx.x
+    if cuda.blockIdx.x != 1:
+        return
+    for r in range(4):
+        s[t] = x[r * 32 + t]
+        cuda.syncthreads()
+        out[r * 32 + t] = s[31 - t]
+        cuda.syncthreads()
+
+
+def test_block_max_is_the_busiest_blocks_work():
+    """``LaunchStats.block_max``: the most global sectors, shared wavefronts and barriers one
+    block had (here block 1 does everything: 4 x (4 load + 4 store) sectors, 4 x 2
+    wavefronts, 8 barriers); with ``checks="fast"`` only barriers are counted."""
+    x = np.arange(128, dtype=np.float32)
+    out = np.zeros(128, np.float32)
+    st = run(k_one_block_works, 4, 32, x, out)
+    np.testing.assert_array_equal(out.reshape(4, 32), x.reshape(4, 32)[:, ::-1])
+    assert st.block_max == {"global_sectors": 32, "shared_wavefronts": 8, "barriers": 8}
+    c = st.counters
+    assert c["global_load_sectors"] + c["global_store_sectors"] == 32 and c["barriers"] == 8
+    even = run(k_copy_stride, 4, 32, np.arange(128, dtype=np.float32), np.zeros(128), 1)
+    assert even.block_max == {"global_sectors": 4 + 8, "shared_wavefronts": 0, "barriers": 0}
+    fast = run(k_one_block_works, 4, 32, x, out, checks="fast")
+    assert fast.block_max == {"global_sectors": 0, "shared_wavefronts": 0, "barriers": 8}
+
+
+@cuda.jit
 def k_read_twice(x, out):
     i = cuda.threadIdx.x
     out[cuda.grid(1)] = x[i] + x[i]

@@ -123,6 +123,27 @@ def test_few_blocks_get_a_share_of_the_chip():
     assert many.active_sms == 108 and close(many.breakdown["shared"], full)
 
 
+def test_the_busiest_block_bounds_a_launch_at_one_sms_throughput():
+    """busiest_block: a launch lasts at least its busiest block on one SM (L2 / SMs, one SM's
+    shared and barrier rate); a balanced grid is unchanged, a grid with one working block
+    models as the one-block grid."""
+    work = dict(global_load_sectors=108_000, shared_load_wavefronts=54_000, barriers=1080)
+    full = modelled_time(counters(blocks=108, **work))
+    even = {"global_sectors": 1000, "shared_wavefronts": 500, "barriers": 10}
+    assert modelled_time(counters(blocks=108, **work), busiest_block=even).breakdown == \
+        full.breakdown
+    many = counters(blocks=1080, **work)                # 10 blocks an SM: below one SM's share
+    assert modelled_time(many, busiest_block={k: v / 10 for k, v in even.items()}).breakdown \
+        == modelled_time(many).breakdown
+    lone = {"global_sectors": 108_000, "shared_wavefronts": 54_000, "barriers": 1080}
+    idle = modelled_time(counters(blocks=108, **work), busiest_block=lone).breakdown
+    one = modelled_time(counters(blocks=1, **work)).breakdown
+    for k in ("global", "shared", "sync"):
+        assert close(idle[k], one[k]) and idle[k] > 100 * full.breakdown[k], k
+    assert close(idle["global"], 108_000 * 32 / (5120 * 1.41e9 / 108))
+    assert idle["dram"] == full.breakdown["dram"]       # HBM is the chip's, not one SM's
+
+
 def test_zero_counters_cost_the_launch_overhead_only():
     for name, p in PROFILES.items():
         mt = modelled_time(counters(), name)

@@ -890,6 +890,9 @@ class _Launch:
         self.local_threads = []     # per thread with local arrays: [(nbytes, stored bytes)]
         self.site_acc = {}          # mode 2: (site, array id * 2 + is_write) -> global traffic
         self.sites = None
+        # the busiest block's work: the most global sectors, shared wavefronts and barriers
+        # one block had (each a maximum over the blocks on its own)
+        self.block_max = dict.fromkeys(BLOCK_MAX_KEYS, 0)
 
     # -- memory
     def global_root(self, name, arr):
@@ -1597,6 +1600,17 @@ def _build_trace(launch, parts):
 # The scheduler of one block
 
 
+#: ``LaunchStats.block_max`` keys: the busiest block's work
+BLOCK_MAX_KEYS = ("global_sectors", "shared_wavefronts", "barriers")
+
+
+def _block_work(c):
+    """The launch's counted work so far, in the order of :data:`BLOCK_MAX_KEYS` (every block
+    is flushed when it ends, so the difference across a block is that block's work)."""
+    return (c["global_load_sectors"] + c["global_store_sectors"],
+            c["shared_load_wavefronts"] + c["shared_store_wavefronts"], c["barriers"])
+
+
 def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
     global _cur, _sched, _log, _slog, _kcode
     _kcode = launch.kcode
@@ -1615,6 +1629,7 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
     launch.shared_bytes = 0
     launch.shared_bytes_used = 0
     launch.dyn = None
+    work0 = _block_work(launch.counters)
     bx, by, bz = launch.block
     threads = []
     for tz in range(bz):
@@ -1782,6 +1797,9 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
         stale = 0
     launch.block_open = False
     launch.flush()
+    bm = launch.block_max
+    for k, w1, w0 in zip(BLOCK_MAX_KEYS, _block_work(c), work0):
+        bm[k] = max(bm[k], w1 - w0)
     _local_footprints(launch)
     c["shared_bytes_per_block"] = max(c["shared_bytes_per_block"],
                                       launch.shared_bytes + (launch.dynshared_size or 0))
@@ -2150,6 +2168,7 @@ def _launch_once(kernel, args):
     stats.arrays = L.arrays
     stats.shuffle_warps = len(L.shuffle_warps)
     stats.sites = L.sites
+    stats.block_max = dict(L.block_max)
     stats.outside = outside
     for cap in _listeners:
         cap.launches.append(stats)
@@ -2585,7 +2604,9 @@ class LaunchStats:
     source instruction -- and array: ``where`` ("line 12", "line 3 of dev"), ``line``,
     ``array``, ``kind`` (load/store; atomics: store), ``requests``, ``bytes_moved`` (32 per
     sector), ``bytes_asked`` and ``bytes_used``: the bytes asked, capped per request at the
-    bytes its sectors moved)."""
+    bytes its sectors moved) and ``block_max`` (the busiest block's work, each a maximum over
+    the blocks: ``global_sectors``, ``shared_wavefronts``, ``barriers``; zeros with
+    ``checks="fast"``, which counts no traffic, except barriers))."""
 
     def __init__(self, name, grid, block, counters, ptx_counts, trace):
         self.name = name
@@ -2598,6 +2619,7 @@ class LaunchStats:
         self.shuffle_warps = 0
         self.outside = []
         self.sites = None
+        self.block_max = None
 
     def __repr__(self):
         c = self.counters

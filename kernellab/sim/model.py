@@ -27,6 +27,17 @@ component   work (counters)                            throughput
 launch of 16 blocks on a 108-SM A100 gets 16/108 of the L2, shared-memory, FP32 and barrier
 throughput. DRAM bandwidth is not scaled, because the HBM is shared by the whole chip.
 
+**The busiest block** (optional: ``modelled_time(..., busiest_block=...)``, the engine's
+``LaunchStats.block_max``). A block runs on one SM from start to end ("the threads of a thread
+block execute concurrently on one multiprocessor", CUDA C++ Programming Guide, "Hardware
+Implementation"), so a launch lasts at least as long as its busiest block at one SM's
+throughput: its global sectors x 32 B at ``l2_bytes_per_s / sm_count`` (an SM's share of L2,
+as ``f`` gives it), its shared wavefronts at ``shared_bytes_per_s_per_sm``, its barriers at
+``barrier_cycles / clock``. Each of the ``global``, ``shared`` and ``sync`` components is the
+larger of its launch-wide term and its busiest-block term. A balanced grid is unchanged (its
+busiest block is the average; with more blocks than SMs, less than one SM's share); a grid
+whose blocks return at once but one is charged as the one SM that works.
+
 The components overlap, so the kernel's time is their maximum. The launch overhead does not
 overlap and is added::
 
@@ -106,7 +117,8 @@ register pressure and spills       ptxas spills and register-limited occupancy a
                                    by one
 tensor cores, FP16/FP64 rates      one FP32 (non-tensor) peak for all ``flops``
 clocks and throttling              boost clock always; no power or thermal limits
-tail effects and waves             ``blocks`` > SMs is treated as perfectly balanced
+tail effects and waves             ``blocks`` > SMs is treated as perfectly balanced, unless
+                                   the busiest block is given (then: at least that block)
 shared and global contention       L1 and shared memory share one data path on real SMs; here
                                    their components overlap (max) instead of adding
 =================================  ==========================================================
@@ -476,14 +488,18 @@ def _as_mapping(launch) -> Mapping:
                     f"got {type(launch).__name__}")
 
 
-def modelled_time(counters, profile: str | DeviceProfile = DEFAULT_PROFILE) -> ModelledTime:
+def modelled_time(counters, profile: str | DeviceProfile = DEFAULT_PROFILE, *,
+                  busiest_block: Mapping | None = None) -> ModelledTime:
     """Model the time of one launch from its counters (a dict, or a ``LaunchStats``).
 
     See the module docstring for the formula, the units and what the model ignores. Missing
     keys in :data:`REQUIRED_COUNTERS` raise ``KeyError`` naming every missing key. ``flops`` is
     optional and defaults to 0, which means compute is not modelled; the local-memory
     counters (``local_frame_bytes``, ``local_touched_bytes``, with ``threads``) are optional
-    and default to 0 (no local memory).
+    and default to 0 (no local memory). ``busiest_block``: the most work one block did
+    (``LaunchStats.block_max``: ``global_sectors``, ``shared_wavefronts``, ``barriers``;
+    missing keys count as 0), so that the launch takes at least that block's time on one SM
+    (module docstring, "The busiest block"); None: not modelled.
     """
     p = get_profile(profile)
     c = _as_mapping(counters)
@@ -510,6 +526,15 @@ def modelled_time(counters, profile: str | DeviceProfile = DEFAULT_PROFILE) -> M
         "sync": n["barriers"] * p.barrier_cycles / (p.clock_hz * busy),
         "launch": p.launch_overhead_s,
     }
+    if busiest_block is not None:
+        b = {k: _local_number(busiest_block, k)
+             for k in ("global_sectors", "shared_wavefronts", "barriers")}
+        for comp, t in (("global", b["global_sectors"] * SECTOR_BYTES
+                         / (p.l2_bytes_per_s / p.sm_count)),
+                        ("shared", b["shared_wavefronts"] * WAVEFRONT_BYTES
+                         / p.shared_bytes_per_s_per_sm),
+                        ("sync", b["barriers"] * p.barrier_cycles / p.clock_hz)):
+            breakdown[comp] = max(breakdown[comp], t)
     kernel = max(v for k, v in breakdown.items() if k != "launch")
     return ModelledTime(seconds=kernel + p.launch_overhead_s, breakdown=breakdown,
                         bound=_argmax(breakdown), profile=p, active_sms=active,
