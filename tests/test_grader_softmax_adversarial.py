@@ -211,6 +211,25 @@ def test_one_block_for_every_row_is_charged_as_one_sm(tmp_path):
     assert "your smallest: 1 block(s) in 1 launch(es)" in one[SPEED].detail
 
 
+def test_a_full_grid_where_one_block_does_every_row_is_charged_as_one_sm(tmp_path):
+    """one_block_does_all.py: a block per row launched, block 0 doing every row and the rest
+    returning at once. The launch's totals are the solution's; its busiest block moves all of
+    them, so it models as the one-block grid does (one SM working), and at the timed shape
+    (128 blocks: the grid fills the GPU) the speed rule fails and says why."""
+    ns = load("one_block_does_all.py")
+    assert run_case(ns, "softmax float32 4x300 masked").passed
+    idle, after = timed(ns, tmp_path)
+    assert idle[GATE].passed and after.passed, idle[GATE].detail
+    one, _ = timed(load("one_block_all_rows.py"), tmp_path)
+    assert idle[SPEED].measured == pytest.approx(one[SPEED].measured, rel=0.02), (
+        idle[SPEED].detail, one[SPEED].detail)
+    full = {"tier": "sim", "M": lab.PERF_M, "N": lab.PERF_N, "profile": "a100"}
+    rules, _ = timed(ns, tmp_path, full)
+    assert not rules[SPEED].passed, rules[SPEED].detail
+    assert "yours moved 100% of its launch's global sectors" in rules[SPEED].detail
+    assert f"your smallest: {lab.PERF_M} block(s)" in rules[SPEED].detail
+
+
 # ------------------------------------------------------------------ the timed call (sim)
 @pytest.mark.parametrize("mode,why", [
     ("touch", "the kernels read 0 bytes of X"),

@@ -43,6 +43,8 @@ def launch_dict(stats) -> dict:
                        for a in getattr(stats, "arrays", [])],
             "outside": [{"name": str(o["name"]), "nbytes": int(o["nbytes"])}
                         for o in getattr(stats, "outside", [])],
+            **({"block_max": {k: int(v) for k, v in stats.block_max.items()}}
+               if getattr(stats, "block_max", None) is not None else {}),
             **({"sites": [{k: (str(v) if isinstance(v, str) else int(v)) for k, v in st.items()}
                           for st in stats.sites]}
                if getattr(stats, "sites", None) is not None else {})}

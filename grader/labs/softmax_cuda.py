@@ -74,10 +74,9 @@ A kernel that assigns a warp (not a block) to each row is accepted when its grid
 at the timed shape (one row a block: 128 blocks); with 8 rows a block (16 blocks for 128 rows)
 the model charges the idle SMs and the speed rule fails, as a GPU would run it. The model
 charges nothing for launch overhead, so many launches that each fill the GPU model as one. The
-model sees a launch's counters, not each block's work: a grid of 128 blocks of which one does
-every row and the rest return at once models as filling the GPU. The coalescing fraction is
-capped over all requests together, so broadcast loads (128 bytes asked for one sector) offset
-uncoalesced ones (both need per-block and per-request counters from the sim engine).
+model charges each launch at least its busiest block's work on one SM (the engine's
+``block_max``), so a grid of 128 blocks of which one does every row and the rest return at once
+models as the one SM that works (``one_block_does_all.py``).
 
 Performance, ``gpu`` tier (CUDA events, :func:`kernellab.timing.interleaved`): softmax of a
 ``GPU_M`` x ``GPU_N`` float32 matrix, fresh inputs every call, interleaved with the three-pass
@@ -193,17 +192,28 @@ def shuffle_problem(launches: list[dict]) -> str | None:
 def modelled_as_launched(launches: list[dict], profile: str = PROFILE) -> dict:
     """The modelled time of a sequence of launches, each with its grid as launched (no
     normalisation to a full GPU) and without its launch overhead: the sum of
-    ``ModelledTime.kernel_seconds`` (:mod:`kernellab.sim.model`). Returns {"seconds", "bound"
-    (of the longest launch), "blocks" (the smallest grid)}."""
+    ``ModelledTime.kernel_seconds`` (:mod:`kernellab.sim.model`), each launch at least its
+    busiest block's work on one SM (``block_max``, when the launch has it: a grid whose other
+    blocks return at once is one SM working). Returns {"seconds", "bound" (of the longest
+    launch), "blocks" (the smallest grid), "busiest" (the largest share of a launch's global
+    sectors one block moved; 0 without ``block_max``)}."""
     from kernellab.sim import model
 
     p = model.get_profile(profile)
-    per = [model.modelled_time(launch["counters"], p) for launch in launches]
+    per = [model.modelled_time(launch["counters"], p, busiest_block=launch.get("block_max"))
+           for launch in launches]
     longest = max(per, key=lambda mt: mt.kernel_seconds) if per else None
+    def busiest(launch):
+        c = launch["counters"]
+        total = int(c["global_load_sectors"]) + int(c["global_store_sectors"])
+        top = int(launch.get("block_max", {}).get("global_sectors", 0))
+        return top / total if total else 0.0
+
     return {"seconds": sum(mt.kernel_seconds for mt in per),
             "bound": longest.kernel_bound if longest else None,
             "blocks": min((int(launch["counters"]["blocks"]) for launch in launches),
-                          default=0)}
+                          default=0),
+            "busiest": max((busiest(launch) for launch in launches), default=0.0)}
 
 
 class SoftmaxCUDA(CudaLab):
@@ -483,7 +493,9 @@ class SoftmaxCUDA(CudaLab):
                 f"{m['profile']} model, {M} x {N} float32, each grid as launched (a grid of "
                 f"fewer blocks than the {model.get_profile(m['profile']).sm_count} SMs gets "
                 f"their share of the chip; your smallest: {ts['blocks']} block(s) in "
-                f"{len(sub)} launch(es)), launch overhead excluded: three-pass "
+                f"{len(sub)} launch(es); a launch lasts at least its busiest block on one SM: "
+                f"yours moved {ts['busiest']:.0%} of its launch's global sectors), launch "
+                f"overhead excluded: three-pass "
                 f"{fmt_seconds(tb['seconds'])} "
                 f"({len(base)} launches, {gbs_base:.0f} GB/s effective), yours "
                 f"{fmt_seconds(ts['seconds'])} ({ts['bound']}-bound; {traffic_summary(sub)}; "
