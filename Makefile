@@ -38,10 +38,11 @@ lab: $(STAMP)
 # see the same load); they passed under two workers plus outside load on the course machine.
 TEST_WORKERS ?= 2
 
+# One session for the tests and the notebooks (nbval), so that neither waits for the other's
+# last file: the two workers stay busy to the end.
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env \
-	    -p no:cacheprovider solutions chapters
+	    -p no:cacheprovider tests solutions chapters
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_gemm_cpu.py
