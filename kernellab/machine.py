@@ -289,7 +289,12 @@ def _run_microbenchmark(info: CPUInfo) -> dict:
     busy1, total1 = _busy_jiffies()
     if r.returncode != 0:
         raise RuntimeError(f"the FMA microbenchmark failed: {r.stderr.strip()[-500:]}")
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    lines = r.stdout.strip().splitlines()
+    if not lines:
+        raise RuntimeError("the FMA microbenchmark printed nothing")
+    out = json.loads(lines[-1])
+    if not _valid_run(out, info):
+        raise RuntimeError(f"the FMA microbenchmark's figures are not plausible: {lines[-1][:300]}")
     hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     own = (own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime) * hz
     out["background"] = (max(0.0, (busy1 - busy0) - own) / (total1 - total0)
@@ -298,13 +303,15 @@ def _run_microbenchmark(info: CPUInfo) -> dict:
 
 
 #: No measured rate is believed above the nominal formula at this clock (no shipping x86 or Arm
-#: core runs above about 6 GHz): a cache file edited to lift the limits is ignored.
+#: core runs above about 6 GHz), with at least 512-bit vectors and 2 FMA units whatever /proc
+#: reports (it may not name the ISA): a cache file edited to lift the limits is ignored.
 PEAK_MAX_GHZ = 8.0
 
 
 def _valid_run(run, info: CPUInfo) -> bool:
     try:
-        cap = replace(info, ghz=PEAK_MAX_GHZ)
+        cap = replace(info, ghz=PEAK_MAX_GHZ, simd_bits=max(info.simd_bits, 512),
+                      fma_units=max(info.fma_units, 2))
         return int(run["threads"]) >= 1 and all(
             0 < float(run[n][k]) <= cap.peak_flops(n, int(run["threads"]) if k[0] == "a" else 1)
             for n in ("float32", "float64") for k in ("one_core_flops", "all_cores_flops"))
