@@ -253,6 +253,11 @@ class HiddenCases:
             if not isinstance(data, dict) or not isinstance(data.get("cases", []), list):
                 raise ValueError(f"hidden-case file {path}: expected "
                                  '{"seed": int, "cases": [{...}, ...]}')
+            unknown = sorted(set(data) - {"seed", "cases"})
+            if unknown:  # a misspelt "cases" would otherwise grade no hidden case at all
+                raise ValueError(f"hidden-case file {path}: unknown key(s) "
+                                 f"{', '.join(map(repr, unknown))}; expected "
+                                 '{"seed": int, "cases": [{...}, ...]}')
             hc.seed = data.get("seed")
             hc.cases = list(data.get("cases", []))
             if hc.seed is not None and (isinstance(hc.seed, bool) or not isinstance(hc.seed, int)

@@ -111,3 +111,11 @@ def test_a_malformed_file_is_a_usage_error_of_kernellab_grade(tmp_path):
     assert r.stderr.strip() == ("kernellab grade: hidden case 1: M must be an integer (a JSON "
                                 "number with no fraction, exponent or quotes, e.g. 17), not 1.9")
     assert r.stdout == ""
+
+
+def test_a_file_with_an_unknown_top_level_key_is_refused(tmp_path):
+    """A misspelt "cases" must not grade silently with no hidden case."""
+    f = tmp_path / "hidden.json"
+    f.write_text(json.dumps({"seed": 3, "case": [{"M": 2, "N": 2, "K": 2}]}))
+    with pytest.raises(ValueError, match="unknown key\\(s\\) 'case'"):
+        HiddenCases.load(f)
