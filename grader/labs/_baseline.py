@@ -8,8 +8,8 @@ function of the code and the shape alone; simulating them again in every grading
 half of a softmax grading. :func:`launches` keeps each baseline's launches (name, grid, block,
 counters and sites: what the speed rules read of a baseline; not the per-argument digests) in a JSON file under kernellab's cache
 folder (:func:`kernellab.codegen.cache_base`), keyed by the baseline's name and shape, the
-sources of the simulator, the kernels and the CUDA labs' helpers, numba-cuda's version and
-the sim checks mode. ``KERNELLAB_BASELINE_CACHE=0`` turns it off. ``tests/test_baseline_cache.py``
+sources of the simulator, the kernels and the lab specs (which launch the baselines),
+numba-cuda's version and the simulator's settings (``KERNELLAB_SIM_*``, ``KERNELLAB_CUDA_*``). ``KERNELLAB_BASELINE_CACHE=0`` turns it off. ``tests/test_baseline_cache.py``
 checks that the counters are the same on other data and that a cached entry equals a fresh
 one.
 """
@@ -24,8 +24,7 @@ from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parent.parent.parent
 #: the code a baseline's counters depend on: the simulator, the kernels, the launch record
-_SOURCES = ("kernellab/sim", "kernellab/kernels", "grader/labs/_cuda.py",
-            "grader/labs/_baseline.py")
+_SOURCES = ("kernellab/sim", "kernellab/kernels", "grader/labs")
 #: what every baseline launch record has (:func:`grader.labs._cuda.launch_dict`)
 _KEEP = ("name", "grid", "block", "counters")
 #: left out of the cache: per-argument content digests and outside reads depend on the data
@@ -48,10 +47,14 @@ def _path(name: str, shape: dict) -> Path:
     import importlib.metadata as md
 
     from kernellab import codegen
+    from kernellab.sim import engine
 
     material = json.dumps({"name": name, "shape": shape, "sources": _source_digest(),
                            "numba_cuda": md.version("numba-cuda"),
-                           "checks": os.environ.get("KERNELLAB_SIM_CHECKS", "full")},
+                           # every setting of the simulator (executor, checks, GPU compile...)
+                           "sim": sorted((k, v) for k, v in os.environ.items()
+                                         if k.startswith(("KERNELLAB_SIM", "KERNELLAB_CUDA"))),
+                           "options": repr(sorted(engine._OPTS.items()))},
                           sort_keys=True)
     key = hashlib.sha256(material.encode()).hexdigest()[:24]
     return Path(codegen.cache_base()) / "sim-baselines" / f"{name}-{key}.json"
