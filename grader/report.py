@@ -2,9 +2,11 @@
 
 Score: ``correctness_points`` in proportion to the cases passed (all cases, hidden included;
 every case weighs the same, whichever function it calls, so in a lab with several functions a
-function's share is its share of the cases, and a broken function loses only its own), plus ``performance_points`` split evenly over the scored performance rules passed (rules run
-only once every case passes; a failed re-check after timing or a failed gate — the
-plausibility rule, which earns nothing itself — voids them). ``passed`` — and exit status 0 —
+function's share is its share of the cases, and a broken function loses only its own), plus
+``performance_points`` split evenly over the scored performance rules passed (rules run only
+once every case of the functions they time passes, ``LabSpec.perf_functions``; a failed
+re-check after timing or a failed gate — the plausibility rule, which earns nothing itself —
+voids them). ``passed`` — and exit status 0 —
 only when every check passes (with ``--no-perf``: every case).
 """
 
