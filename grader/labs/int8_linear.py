@@ -15,7 +15,9 @@ max|row| / 127 in float32 and S = 1 for an all-zero row):
   int16 accumulation overflows after two terms, int8 after none), K = 3001 with values near
   +-127 signed so that every product is positive (every C about 4.6e7 > 2^24, most of them
   not multiples of 4, float32's spacing there: no float32 accumulator, in any order, can end
-  on them) and random full-range data.
+  on them), K = 2101 with every product 127 * 127 (odd: a float32 partial sum of more than 1040
+  of them rounds, so float32 accumulated in chunks longer than that fails, while chunks of at
+  most 1024 products are exact for any int8 data) and random full-range data.
 * ``linear_w8a8(X, Wq, w_scales, bias, Y)``: X float32 (M, K) quantised per token (per row,
   the same rule), the int8 GEMM Xq Wq^T with int32 accumulation, then
   ``Y[m, n] = acc[m, n] * s_x[m] * w_scales[n] + bias[n]`` in float32. Wq (N, K) int8 and
@@ -105,7 +107,7 @@ GEMM_CASES = [  # (M, N, K, kind)
     (1, 1, 1, "random"), (2, 3, 5, "random"), (31, 33, 65, "random"), (64, 64, 64, "random"),
     (1, 257, 2, "random"), (33, 1, 129, "random"), (17, 130, 1100, "random"),
     (3, 5, 3000, "min"), (7, 9, 301, "extremes"), (2, 2, 2, "min"),
-    (5, 7, 3001, "float32_inexact"),
+    (5, 7, 3001, "float32_inexact"), (3, 4, 2101, "float32_chunks"),
 ]
 LINEAR_CASES = [  # (M, K, N, kind)
     (1, 1, 1, "gaussian_small"), (3, 5, 2, "gaussian_small"), (4, 33, 7, "zero_token"),
@@ -117,7 +119,7 @@ REPEATED = {"quantize 16x64 normal": ("W",), "gemm 31x33x65 random": ("Aq", "Bq"
             "linear 17x300->9 gaussian_small": ("X", "Wq")}
 QUANT_KINDS = ("normal", "decades", "ties", "near_ties", "subnormal", "zero_row",
                "negative_max", "tiny", "huge")
-GEMM_KINDS = ("random", "min", "extremes", "float32_inexact")
+GEMM_KINDS = ("random", "min", "extremes", "float32_inexact", "float32_chunks")
 LINEAR_KINDS = ("gaussian", "outlier", "zero_token", "gaussian_small", "near_ties")
 MAX_HIDDEN_K = 100_000  # int32 holds K * 2^14
 #: a hidden case's parameters (grader.spec.parse_hidden_case), by function
@@ -193,6 +195,14 @@ def _gemm_data(M: int, N: int, K: int, kind: str, rng) -> tuple[np.ndarray, np.n
         B = np.where(sign[:, None] > 0, rng.integers(120, 128, (K, N)),
                      -rng.integers(120, 129, (K, N))).astype(np.int8)
         return A, B
+    if kind == "float32_chunks":  # A[:, k] = B[k, :] = +-127, one sign per k: every product
+        # 127 * 127 = 16129, odd, so any float32 running sum of 1041 or more of them passes 2^24
+        # at an odd value and rounds: float32 accumulated in chunks longer than 1040 k (exact
+        # only while a chunk stays within 2^24) fails; chunks of <= 1024 k are exact for any
+        # int8 data. K odd: C = 16129 K is odd and above 2^24, so no float32 value either.
+        sign = rng.choice(np.array([-1, 1]), size=K)
+        return (np.broadcast_to(127 * sign[None, :], (M, K)).astype(np.int8),
+                np.broadcast_to(127 * sign[:, None], (K, N)).astype(np.int8))
     if kind == "min":
         return np.full((M, K), -128, np.int8), np.full((K, N), -128, np.int8)
     if kind == "extremes":
@@ -538,6 +548,12 @@ def _gemm_hint(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> str:
             C[bad].astype(np.float32).astype(np.int64) == C[bad]).all():
         return ("every wrong element is a sum beyond 2^24 that came out a float32 value: "
                 "float32 holds integers exactly only up to 2^24; accumulate in int32")
+    if (np.abs(ref[bad]) > 2 ** 24).all() and (
+            np.abs(diff[bad]) <= np.abs(ref[bad]) * 2.0 ** -20).all():
+        return ("every wrong element is a sum beyond 2^24, off by a few units: a float32 "
+                "partial sum passed 2^24 and rounded (float32 holds integers exactly only up to "
+                "2^24): accumulate in int32, or in float32 over at most 1024 products (each "
+                "|a b| <= 2^14)")
     return "compare with A @ B computed in int64"
 
 
