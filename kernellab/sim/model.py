@@ -68,11 +68,14 @@ What each counter costs:
   global scratch array the kernel writes and reads back: ``2 x miss x T`` bytes, both as L2
   sectors and as DRAM bytes (each sector once each way, as for global arrays). A frame that
   fits costs nothing: L1 hits are not modelled for global memory either. Resident threads:
-  the launch's blocks spread over the SMs, ``ceil(blocks / SMs)`` a SM, capped by the
-  occupancy limits of threads, blocks and shared memory per SM (registers are not known at the
-  PTX level and are not a limit here). So a small grid (the labs' timed shapes: one block an
-  SM) is charged only for frames one block's threads overflow; the same kernel on a grid
-  with many blocks an SM is charged more.
+  the launch's blocks spread over the SMs, ``ceil(blocks / SMs)`` a SM, but never fewer than
+  an SM holds when the grid fills the GPU at the lowest occupancy any kernel has,
+  :data:`MIN_RESIDENT_THREADS` (its registers over the most a thread may use), capped by the
+  occupancy limits of threads, blocks and shared memory per SM. The floor makes the charge a
+  property of the kernel, not of the block size or of the small grids the labs time (a speed
+  rule that counts every grid as filling the GPU must charge local memory as on a full GPU):
+  without it a 2 KiB frame a thread was free in blocks of 64 threads and charged in blocks of
+  128.
 * **Compute.** The engine counts no arithmetic. ``flops`` is 0 unless the caller writes it into
   the counters (e.g. ``2*M*N*K`` for a GEMM). When ``flops`` is 0, the compute component is
   0: the model estimates nothing, so arithmetic is not modelled.
@@ -386,6 +389,12 @@ def _local_number(c: Mapping, key: str) -> float:
     return _counter(c, key) if key in c else 0.0
 
 
+#: The fewest threads an SM holds when a grid fills the GPU: the 64 K 32-bit registers of an SM
+#: over the 255 a thread may use, in whole warps (CUDA C++ Programming Guide, "Technical
+#: Specifications per Compute Capability": compute capabilities 7.0-9.0): 256.
+MIN_RESIDENT_THREADS = (65536 // 255) // 32 * 32
+
+
 def local_traffic(counters, profile: str | DeviceProfile = DEFAULT_PROFILE) -> LocalTraffic:
     """The local-memory charge of one launch (module docstring, "Local memory") from its
     counters (a dict or ``LaunchStats``): ``local_frame_bytes``, ``local_touched_bytes``,
@@ -398,8 +407,9 @@ def local_traffic(counters, profile: str | DeviceProfile = DEFAULT_PROFILE) -> L
     blocks = max(int(_local_number(c, "blocks")), 1)
     tpb = max(int(_local_number(c, "threads")) // blocks, 1)
     smem = int(_local_number(c, "shared_bytes_per_block"))
-    per_sm = min(-(-blocks // p.sm_count), p.max_blocks_per_sm,
-                 max(p.max_threads_per_sm // (-(-tpb // 32) * 32), 1))
+    warps_tpb = -(-tpb // 32) * 32
+    per_sm = min(max(-(-blocks // p.sm_count), -(-MIN_RESIDENT_THREADS // warps_tpb)),
+                 p.max_blocks_per_sm, max(p.max_threads_per_sm // warps_tpb, 1))
     if smem:
         per_sm = min(per_sm, max(p.max_shared_per_sm // smem, 1))
     per_sm = max(per_sm, 1)
