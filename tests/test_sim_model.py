@@ -410,22 +410,25 @@ def test_no_local_frame_costs_nothing_and_changes_nothing():
 
 
 def test_frames_that_fit_l1_cost_nothing():
-    # chapter 5's v2 at d = 32, float16: a 512-byte depot (its scores), 128 threads, 25 KiB of
-    # shared memory (32 KiB carveout): 64 KiB of frames in 160 KiB of L1
+    # chapter 5's v2 at d = 32, float16: a 512-byte depot (its scores), blocks of 128 threads,
+    # 25 KiB of shared memory; at least 256 threads resident (2 blocks: 49 KiB, the 64 KiB
+    # carveout): 128 KiB of frames in 128 KiB of L1, even for a grid of one block
+    assert model.MIN_RESIDENT_THREADS == 256
     c = local(512, 128 * 512, blocks=1, tpb=128, smem=25088, dram_read_bytes=32768)
     lt = model.local_traffic(c)
-    assert (lt.resident_threads, lt.working_set_bytes, lt.l1_bytes) == (128, 65536, 160 * 1024)
+    assert (lt.resident_threads, lt.working_set_bytes, lt.l1_bytes) == (256, 131072, 128 * 1024)
     assert lt.miss == 0 and lt.device_bytes == 0
     assert close(modelled_time(c).breakdown["dram"], 32768 / A100.dram_bytes_per_s)
 
 
 def test_frames_that_overflow_l1_are_charged_as_device_memory():
-    # a 2 KiB row a thread, 128 threads, 4 KiB of shared memory (8 KiB carveout): 256 KiB of
-    # frames for 184 KiB of L1; the share that does not fit misses, stored and read back
+    # a 2 KiB row a thread, blocks of 128 threads, 4 KiB of shared memory: 2 blocks resident
+    # (8 KiB carveout), 512 KiB of frames for 184 KiB of L1; the share that does not fit
+    # misses, stored and read back
     touched = 128 * 512
     c = local(2048, touched, blocks=1, tpb=128, smem=4096)
     lt = model.local_traffic(c)
-    miss = 1 - 184 / 256
+    miss = 1 - 184 / 512
     assert lt.l1_bytes == 184 * 1024 and close(lt.miss, miss)
     assert close(lt.device_bytes, 2 * miss * touched)
     mt = modelled_time(c)
