@@ -82,6 +82,9 @@ VISIBLE_SHAPES = [  # (M, N, K)
     # K beyond every usual kc (256/512/1024): a kernel that mishandles its depth panels fails
     # here, not only on the timed calls
     (33, 65, 1100), (7, 130, 2100),
+    # M and N beyond every usual blocking (mc, nc up to 1024) and the timed size, not multiples
+    # of them: a kernel that drops its last partial row or column panel fails here
+    (1100, 3, 5), (3, 1100, 5),
 ]
 DTYPES = ("float32", "float64")
 VISIBLE_SEED = 20261129

@@ -130,6 +130,9 @@ DTYPE = "float32"
 VISIBLE_SHAPES = [  # (M, N, K): no side a multiple of 8, 16 or 32 except the 1s; K over tiles
     (1, 1, 1), (2, 3, 1), (3, 1, 2), (17, 17, 17), (1, 33, 65), (33, 1, 31), (31, 33, 17),
     (33, 31, 65), (65, 17, 33), (17, 65, 31), (3, 5, 130), (65, 65, 65),
+    # a side far beyond the timed 64 (125 tiles of 16): a grid capped at some size fails here;
+    # M N K stays small, the simulator's cost
+    (1, 2000, 3), (2000, 1, 3),
 ]
 VISIBLE_SEED = 20261203
 MAX_HIDDEN_MNK = 1 << 21  # the simulator's cost grows with M*N*K: about 5 s a case at this size

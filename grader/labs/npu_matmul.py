@@ -70,6 +70,8 @@ SHAPES = [
     (40, 72, 1000), (200, 300, 520),
     # more output blocks than the 24 AICs, with M, N and K tails
     (700, 1100, 40), (300, 520, 1030),
+    # K beyond the timed 1024 and several L1 chunks: a kernel that stops summing K early fails
+    (20, 24, 2100),
 ]
 MAX_HIDDEN_ELEMENTS = 8 << 20  # M*K + K*N + M*N of one hidden case
 
