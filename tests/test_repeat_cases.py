@@ -85,3 +85,42 @@ def test_the_timed_calls_fresh_inputs_catch_a_cache_keyed_on_shapes():
 
     assert run(lambda A, B: (A.shape, B.shape)) == (5, 4)
     assert run(lambda A, B: (A.shape, int(B[0, 0]), int(B[-1, -1]))) == (5, 0)
+
+
+def test_the_changed_entries_keep_every_symmetric_key_of_the_array():
+    """The repeat permutes the chosen entries: sum, norm, max and the multiset of values stay,
+    so a cache keyed on any of them returns its stale output; the array itself differs."""
+    from grader.labs._repeat import change_inputs
+
+    for lab in ("int8-linear", "winograd", "gemm-cpu"):
+        spec = get_spec_class(lab)()
+        for case in spec.cases(HiddenCases()):
+            if "changed" not in case.params:
+                continue
+            base = spec.case_data(case)
+            before = {k: v.copy() for k, v in base.inputs.items()}
+            after = change_inputs(case, base).inputs
+            for name in case.params["changed"]["arrays"]:
+                a, b = before[name], after[name]
+                assert not np.array_equal(a, b), (lab, case.name, name)
+                assert np.array_equal(np.sort(a, axis=None), np.sort(b, axis=None))
+
+
+@pytest.mark.parametrize("lab, sub, repeat", [
+    ("int8-linear", "int8_linear/gemm_cache_by_sum.py",
+     "gemm 31x33x65 random again, 8 entries of Aq and Bq changed"),
+    ("winograd", "winograd/filter_cache_by_sum.py",
+     "N1 C16 K8 13x11 again, 8 entries of X and W changed"),
+])
+def test_a_cache_keyed_on_a_sum_fails_the_repeat_case(lab, sub, repeat):
+    """End to end on the repeat case and its earlier case (a partial grading): a cache keyed on
+    the shape and the sum of an input returns the earlier call's output."""
+    from pathlib import Path
+
+    from grader.runner import grade
+
+    path = Path(__file__).resolve().parent / "submissions" / sub
+    first = repeat.split(" again,")[0]
+    rep = grade(lab, path, run_performance=False, only=lambda c: c.name in (first, repeat))
+    assert [(c.case, c.passed) for c in rep.cases] == [(first, True), (repeat, False)]
+    assert "computed from the earlier call's" in rep.cases[1].error, rep.cases[1].error

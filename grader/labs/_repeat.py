@@ -4,8 +4,12 @@ of packed weights, transformed filters or packed panels keyed on the shapes and 
 A *repeat* case calls the function again, right after an earlier case, with the same shapes and
 the same inputs except ``CHANGED_ENTRIES`` entries of each named array, at positions drawn from
 fresh entropy every time the cases are built (a submission cannot know which entries to sample
-for its key). Each changed entry is negated (the most negative integer becomes the most positive
-one), so it differs from before and stays in the array's range. A stale cache returns the
+for its key). The changed entries' values are permuted among themselves (sorted by value and
+shifted by one place, so each entry changes wherever the values differ): the array keeps its
+multiset of values, so a key computed from any symmetric function of it (its sum, its norm,
+its largest entry, a histogram), from the shapes or from a few fixed entries goes stale,
+while a correct function sees different inputs. An array whose chosen entries are all equal
+has them negated instead (the most negative integer becomes the most positive one). A stale cache returns the
 output computed from the earlier inputs, which :func:`stale_note` recognises (the outputs
 pass the case's check on the earlier value of some of the inputs) and names.
 
@@ -55,7 +59,10 @@ def change_inputs(case: Case, data: CaseData) -> CaseData:
             continue
         pos = rng.choice(nonzero, size=min(ch["count"], len(nonzero)), replace=False)
         v = flat[pos]
-        if flat.dtype.kind in "iu":
+        if len(np.unique(v)) > 1:  # a permutation: the values sorted, shifted by one place
+            order = np.argsort(v, kind="stable")
+            flat[pos[order]] = v[np.roll(order, -1)]
+        elif flat.dtype.kind in "iu":
             info = np.iinfo(flat.dtype)
             flat[pos] = np.where(v == info.min, info.max, -v.astype(np.int64)).astype(flat.dtype)
         else:
