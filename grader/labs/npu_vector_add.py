@@ -16,8 +16,9 @@ float32 has 24 >= 2 x 11 + 2 significant bits, so rounding twice is innocuous). 
 2, 3, around the 32-byte copy unit (15, 16, 17), around the multiples of 48 cores x 256
 (..., 12287, 12289), around the reference's tile, and a few large odd ones (2000003: three
 tiles or more per core, so a tile never freed deadlocks the next alloc); values from
-subnormals to +-3e4 (no overflow), exact cancellations and signed zeros (the special-values
-case holds (-0) + (-0) = -0, compared by bits: +0 there fails). Each call must pass
+subnormals to +-3e4, exact cancellations, signed zeros, sums that overflow to +-inf,
+infinities and NaN (the special-values case holds (-0) + (-0) = -0, compared by bits: +0
+there fails; 6e4 + 6e4 = inf: a sum clamped to 65504 fails). Each call must pass
 :func:`grader.labs._npu.device_problem` (the device wrote every byte of z, read every byte of
 x and y, and did at least n vector additions) and raise no simulator error (overflow,
 alignment, queue misuse, deadlock, leak, multi-core write conflict, uninitialised read, a
@@ -128,8 +129,10 @@ def baseline_cycles(n: int, card=CARD) -> int:
 
 def golden(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The correctly rounded float16 sum, as float64 (the float64 sum of two float16 values is
-    exact, then rounded once to float16)."""
-    return (x.astype(np.float64) + y.astype(np.float64)).astype(np.float16).astype(np.float64)
+    exact, then rounded once to float16; overflow gives +-inf and inf - inf NaN, as IEEE 754
+    says, without a warning)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (x.astype(np.float64) + y.astype(np.float64)).astype(np.float16).astype(np.float64)
 
 
 #: Every element bit for bit the reference's (a float16 add has one right answer, the sign of
@@ -139,7 +142,8 @@ EXACT = Exact(note="the correctly rounded float16 sum, bit for bit (the sign of 
 
 def case_inputs(rng, n: int, kind: str = "normal"):
     """x, y (float16, n): ``normal`` 8 x standard normal; ``special`` a mix of subnormals,
-    signed zeros, exact cancellations (y = -x), values up to +-3e4 and normal ones."""
+    signed zeros, exact cancellations (y = -x), values up to +-3e4 and normal ones, and in
+    its first 12 elements sums that overflow, infinities (inf - inf = NaN) and NaN."""
     if kind == "special":
         pick = rng.integers(0, 5, size=n)
         x = np.where(pick == 0, rng.uniform(-1, 1, n) * 6e-5,          # subnormal range
@@ -149,8 +153,15 @@ def case_inputs(rng, n: int, kind: str = "normal"):
         y = (rng.standard_normal(n) * 8).astype(np.float16)
         y = np.where(pick == 2, -x, y)                                 # exact zeros
         y = np.where(pick == 3, np.float16(-0.0), y)                   # x + (-0)
-        x[:4] = np.array([0.0, -0.0, 6e-8, -6e-8], dtype=np.float16)
-        y[:4] = np.array([-0.0, -0.0, 6e-8, 6e-8], dtype=np.float16)
+        # signed zeros, subnormals, overflow to +-inf (a sum clamped to 65504 fails), infinities
+        # and NaN: IEEE 754 float16 sums, compared by bits (NaN matches NaN)
+        inf, nan = np.inf, np.nan
+        xs = np.array([0.0, -0.0, 6e-8, -6e-8, 6e4, -6e4, 65504, inf, -inf, inf, nan, 1.0],
+                      dtype=np.float16)
+        ys = np.array([-0.0, -0.0, 6e-8, 6e-8, 6e4, -6e4, 32, 1.0, -1.0, -inf, 1.0, nan],
+                      dtype=np.float16)
+        k = min(n, len(xs))
+        x[:k], y[:k] = xs[:k], ys[:k]
         return x, y.astype(np.float16)
     return ((rng.standard_normal(n) * 8).astype(np.float16),
             (rng.standard_normal(n) * 8).astype(np.float16))
