@@ -250,6 +250,8 @@ class HiddenCases:
                 data = json.loads(Path(path).read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise ValueError(f"hidden-case file {path}: {exc}") from None
+            except RecursionError:
+                raise ValueError(f"hidden-case file {path}: nested too deeply") from None
             if not isinstance(data, dict) or not isinstance(data.get("cases", []), list):
                 raise ValueError(f"hidden-case file {path}: expected "
                                  '{"seed": int, "cases": [{...}, ...]}')

@@ -119,3 +119,10 @@ def test_a_file_with_an_unknown_top_level_key_is_refused(tmp_path):
     f.write_text(json.dumps({"seed": 3, "case": [{"M": 2, "N": 2, "K": 2}]}))
     with pytest.raises(ValueError, match="unknown key\\(s\\) 'case'"):
         HiddenCases.load(f)
+
+
+def test_a_file_nested_too_deeply_is_a_plain_error(tmp_path):
+    f = tmp_path / "deep.json"
+    f.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        HiddenCases.load(f)
