@@ -183,23 +183,33 @@ def total_counters(launches: list[dict]) -> dict:
     return out
 
 
-def modelled_seconds(launches: list[dict], flops: float, profile: str = PROFILE) -> dict:
+def modelled_seconds(launches: list[dict], flops: float, profile: str = PROFILE, *,
+                     as_launched: bool = False) -> dict:
     """The lab's modelled time of a sequence of launches (module docstring): the sum of each
-    launch's kernel time with its grid counted as filling the GPU, never below ``flops`` at the
-    profile's FP32 peak. Also the same launches as launched (launch overhead included), for
-    the report. Returns {"seconds", "as_launched_s", "bound" (of the longest launch), "launches"
-    (per-launch dicts of the model)}."""
+    launch's kernel time (launch overhead excluded) with its grid counted as filling the GPU,
+    never below ``flops`` at the profile's FP32 peak. ``as_launched``: each grid as launched
+    instead (a grid of fewer blocks than SMs gets their share of the chip), each launch at
+    least its busiest block's work on one SM (``block_max``, when the launch has it). Also the
+    same launches as launched with their launch overhead, for the report. Returns {"seconds",
+    "as_launched_s", "bound" (of the longest launch), "launches" (per-launch dicts of the
+    model), "compute_s", "blocks" (the smallest grid), "busiest" (the largest share of a
+    launch's global sectors one block moved; 0 without ``block_max``)}."""
     from kernellab.sim import model
 
     p = model.get_profile(profile)
     total, raw, per = 0.0, 0.0, []
     for launch in launches:
         c = dict(launch["counters"])
-        raw += model.modelled_time(c, p).seconds
-        blocks = max(int(c["blocks"]), 1)
-        c["blocks"] = max(blocks, p.sm_count)
-        c["threads"] = int(c.get("threads", 0)) // blocks * c["blocks"]  # same block size
-        mt = model.modelled_time(c, p)
+        as_is = model.modelled_time(c, p, busiest_block=launch.get("block_max")
+                                    if as_launched else None)
+        raw += as_is.seconds
+        if as_launched:
+            mt = as_is
+        else:
+            blocks = max(int(c["blocks"]), 1)
+            c["blocks"] = max(blocks, p.sm_count)
+            c["threads"] = int(c.get("threads", 0)) // blocks * c["blocks"]  # same block size
+            mt = model.modelled_time(c, p)
         total += mt.kernel_seconds
         per.append({"name": launch["name"], "seconds": mt.kernel_seconds,
                     "bound": mt.kernel_bound, "breakdown": mt.breakdown})
@@ -207,8 +217,17 @@ def modelled_seconds(launches: list[dict], flops: float, profile: str = PROFILE)
     bound = max(per, key=lambda d: d["seconds"])["bound"] if per else None
     if compute > total:
         total, bound = compute, "compute"
+
+    def busiest(launch):
+        c = launch["counters"]
+        moved = int(c["global_load_sectors"]) + int(c["global_store_sectors"])
+        top = int(launch.get("block_max", {}).get("global_sectors", 0))
+        return top / moved if moved else 0.0
+
     return {"seconds": total, "as_launched_s": raw, "bound": bound, "launches": per,
-            "compute_s": compute}
+            "compute_s": compute,
+            "blocks": min((int(x["counters"]["blocks"]) for x in launches), default=0),
+            "busiest": max((busiest(x) for x in launches), default=0.0)}
 
 
 #: The share of a call's global sectors that sites coalesced below the rule's threshold may

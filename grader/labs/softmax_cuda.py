@@ -93,7 +93,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.labs._cuda import (
-    PROFILE, CudaLab, coalesced_rule, fmt_seconds, kernels_gate, launch_dict,
+    PROFILE, CudaLab, coalesced_rule, fmt_seconds, kernels_gate, launch_dict, modelled_seconds,
     planned_arrays_problem, slice_digests, total_counters, traffic_summary, with_atomic_reads,
     work_problem,
 )
@@ -190,30 +190,10 @@ def shuffle_problem(launches: list[dict]) -> str | None:
 
 
 def modelled_as_launched(launches: list[dict], profile: str = PROFILE) -> dict:
-    """The modelled time of a sequence of launches, each with its grid as launched (no
-    normalisation to a full GPU) and without its launch overhead: the sum of
-    ``ModelledTime.kernel_seconds`` (:mod:`kernellab.sim.model`), each launch at least its
-    busiest block's work on one SM (``block_max``, when the launch has it: a grid whose other
-    blocks return at once is one SM working). Returns {"seconds", "bound" (of the longest
-    launch), "blocks" (the smallest grid), "busiest" (the largest share of a launch's global
-    sectors one block moved; 0 without ``block_max``)}."""
-    from kernellab.sim import model
-
-    p = model.get_profile(profile)
-    per = [model.modelled_time(launch["counters"], p, busiest_block=launch.get("block_max"))
-           for launch in launches]
-    longest = max(per, key=lambda mt: mt.kernel_seconds) if per else None
-    def busiest(launch):
-        c = launch["counters"]
-        total = int(c["global_load_sectors"]) + int(c["global_store_sectors"])
-        top = int(launch.get("block_max", {}).get("global_sectors", 0))
-        return top / total if total else 0.0
-
-    return {"seconds": sum(mt.kernel_seconds for mt in per),
-            "bound": longest.kernel_bound if longest else None,
-            "blocks": min((int(launch["counters"]["blocks"]) for launch in launches),
-                          default=0),
-            "busiest": max((busiest(launch) for launch in launches), default=0.0)}
+    """The launches' modelled time with each grid as launched
+    (:func:`grader.labs._cuda.modelled_seconds` with ``as_launched``): no normalisation to a
+    full GPU, launch overhead excluded, each launch at least its busiest block on one SM."""
+    return modelled_seconds(launches, 0.0, profile, as_launched=True)
 
 
 class SoftmaxCUDA(CudaLab):
