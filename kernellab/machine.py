@@ -165,11 +165,9 @@ def blas_kernel() -> dict:
     Empty dict when threadpoolctl is not installed or no BLAS is loaded."""
     import numpy  # noqa: F401  (loads the BLAS)
 
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return {}
-    libs = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    from kernellab.threads import blas_info
+
+    libs = [lib for lib in blas_info() if lib.get("user_api") == "blas"]
     if not libs:
         return {}
     lib = libs[0]

@@ -5,13 +5,14 @@ naive GEMM, chapter 3's three-pass softmax, chapter 5's materialised attention),
 the worker at the timed shape. Those kernels' control flow and addresses do not depend on the
 values of their inputs, so their counters (sectors, wavefronts, barriers, DRAM bytes) are a
 function of the code and the shape alone; simulating them again in every grading cost up to
-half of a softmax grading. :func:`launches` keeps each baseline's launches (name, grid, block,
-counters and sites: what the speed rules read of a baseline; not the per-argument digests) in a JSON file under kernellab's cache
-folder (:func:`kernellab.codegen.cache_base`), keyed by the baseline's name and shape, the
-sources of the simulator, the kernels and the lab specs (which launch the baselines),
-numba-cuda's version and the simulator's settings (``KERNELLAB_SIM_*``, ``KERNELLAB_CUDA_*``). ``KERNELLAB_BASELINE_CACHE=0`` turns it off. ``tests/test_baseline_cache.py``
-checks that the counters are the same on other data and that a cached entry equals a fresh
-one.
+half of a softmax grading. :func:`launches` keeps each baseline's launch records (name,
+grid, block, counters and sites: what the speed rules read of a baseline; not the per-argument
+digests) in a JSON file under kernellab's cache folder (:func:`kernellab.codegen.cache_base`),
+keyed by the baseline's name and shape, the sources of the simulator, the kernels and the lab
+specs (which launch the baselines), numba-cuda's version and the simulator's settings
+(``KERNELLAB_SIM_*``, ``KERNELLAB_CUDA_*`` and its live options). ``KERNELLAB_BASELINE_CACHE=0``
+turns it off. ``tests/test_baseline_cache.py`` checks that the counters are the same on other
+data and that a cached entry equals a fresh one.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parent.parent.parent
-#: the code a baseline's counters depend on: the simulator, the kernels, the launch record
+#: the code a baseline's counters depend on: the simulator, the kernels, the lab specs
 _SOURCES = ("kernellab/sim", "kernellab/kernels", "grader/labs")
 #: what every baseline launch record has (:func:`grader.labs._cuda.launch_dict`)
 _KEEP = ("name", "grid", "block", "counters")
@@ -73,7 +74,9 @@ def _kept(launch: dict) -> dict:
 def launches(name: str, shape: dict, run) -> list[dict]:
     """The launches of baseline ``name`` at ``shape`` (a JSON-serialisable dict): from the cache,
     or ``run()`` (which simulates the baseline and returns its launches as
-    :func:`grader.labs._cuda.launch_dict` records), stored (without the data-dependent ``arrays`` and ``outside``). A missing, unreadable or malformed cache file is simulated again."""
+    :func:`grader.labs._cuda.launch_dict` records), stored without the data-dependent
+    ``arrays`` and ``outside``. A missing, unreadable or malformed cache file is simulated
+    again."""
     if os.environ.get("KERNELLAB_BASELINE_CACHE", "1") == "0":
         return [_kept(x) for x in run()]
     path = _path(name, shape)

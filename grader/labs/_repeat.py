@@ -1,5 +1,6 @@
 """Cases that catch a result depending on something other than the call's own inputs: a cache
-of packed weights, transformed filters or packed panels keyed on the shapes and a few entries.
+of packed weights, transformed filters or packed panels keyed on the shapes, a few entries or
+a sum.
 
 A *repeat* case calls the function again, right after an earlier case, with the same shapes and
 the same inputs except ``CHANGED_ENTRIES`` entries of each named array, at positions drawn from
@@ -9,9 +10,10 @@ shifted by one place, so each entry changes wherever the values differ): the arr
 multiset of values, so a key computed from any symmetric function of it (its sum, its norm,
 its largest entry, a histogram), from the shapes or from a few fixed entries goes stale,
 while a correct function sees different inputs. An array whose chosen entries are all equal
-has them negated instead (the most negative integer becomes the most positive one). A stale cache returns the
-output computed from the earlier inputs, which :func:`stale_note` recognises (the outputs
-pass the case's check on the earlier value of some of the inputs) and names.
+has them negated instead (the most negative integer becomes the most positive one). A stale
+cache returns the output computed from the earlier inputs, which :func:`stale_note`
+recognises (the outputs pass the case's check on the earlier value of some of the inputs)
+and names.
 
 The timed calls need no repeats: every timed call gets fresh random inputs
 (:class:`grader.labs._timed.TimedCalls`), so a cache keyed on the shapes alone returns a wrong
@@ -97,6 +99,6 @@ def stale_note(spec, case: Case, data: CaseData, outputs: dict, cmp):
                            f"{' and '.join(stale)} (case {ch['base']}), which differ from "
                            f"this call's in {ch['count']} entries at random positions: the "
                            "result must depend on this call's inputs only (a cache keyed on "
-                           f"shapes or on a few entries goes stale); {cmp.message}")
+                           f"shapes, a few entries or a sum goes stale); {cmp.message}")
             break
     return cmp
