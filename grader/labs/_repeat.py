@@ -5,13 +5,13 @@ a sum.
 A *repeat* case calls the function again, right after an earlier case, with the same shapes and
 the same inputs except ``CHANGED_ENTRIES`` entries of each named array, at positions drawn from
 fresh entropy every time the cases are built (a submission cannot know which entries to sample
-for its key). The changed entries' values are permuted among themselves (sorted by value and
-shifted by one place, so each entry changes wherever the values differ): the array keeps its
-multiset of values, so a key computed from any symmetric function of it (its sum, its norm,
-its largest entry, a histogram), from the shapes or from a few fixed entries goes stale,
-while a correct function sees different inputs. An array whose chosen entries are all equal
-has them negated instead (the most negative integer becomes the most positive one). A stale
-cache returns the output computed from the earlier inputs, which :func:`stale_note`
+for its key), of distinct values where the array has that many. The changed entries' values
+are permuted among themselves (sorted by value and shifted by one place, so each changes): the
+array keeps its multiset of values, so a key computed from any symmetric function of it (its
+sum, its norm, its largest entry, a histogram), from the shapes or from a few fixed entries
+goes stale, while a correct function sees different inputs. An array whose chosen entries
+are all equal has them negated instead (the most negative integer becomes the most positive
+one). A stale cache returns the output computed from the earlier inputs, which :func:`stale_note`
 recognises (the outputs pass the case's check on the earlier value of some of the inputs)
 and names.
 
@@ -59,7 +59,12 @@ def change_inputs(case: Case, data: CaseData) -> CaseData:
         if len(nonzero) == 0:
             flat[rng.choice(len(flat), size=min(ch["count"], len(flat)), replace=False)] = 1
             continue
-        pos = rng.choice(nonzero, size=min(ch["count"], len(nonzero)), replace=False)
+        # positions of distinct values where the array has enough (every one then changes)
+        order = rng.permutation(nonzero)
+        _, first = np.unique(flat[order], return_index=True)
+        distinct = order[np.sort(first)]
+        pos = (distinct[:ch["count"]] if len(distinct) >= min(ch["count"], len(nonzero))
+               else order[:ch["count"]])
         v = flat[pos]
         if len(np.unique(v)) > 1:  # a permutation: the values sorted, shifted by one place
             order = np.argsort(v, kind="stable")
