@@ -1,5 +1,5 @@
 """``kernellab.npu``: an Ascend-C-style AI-core simulator with a deterministic cost model
-(NPU.md; issue 5). Students write kernels in Python with Ascend C *concepts* and public API
+(issue 5). Students write kernels in Python with Ascend C *concepts* and public API
 names in snake_case (re-implemented; this is not Ascend C), run them on NumPy, and get a cycle
 count, a per-pipe trace and roofline figures that are the same on every machine.
 
@@ -14,11 +14,12 @@ count, a per-pipe trace and roofline figures that are the same on every machine.
     res = npu.launch(add_kernel, 48, (x, y, z, n), machine="ascend910b-like@1")
     print(res.summary()); res.trace.gantt("aiv0"); res.trace.to_chrome("add.json")
 
-Two phases (NPU.md §0.2): the kernel runs once per block, executing every call with NumPy in
-program order and recording it (:mod:`~kernellab.npu.asc`, :mod:`~kernellab.npu.record`);
-then :mod:`~kernellab.npu.timing` replays the records on the machine card
-(:mod:`~kernellab.npu.machine`): in-order pipes ordered by the flags the queues lower to,
-DMA with latency and per-core caps, HBM shared by water-filling, an LRU L2.
+Two phases (the trace -> pipe scheduler structure of Huawei PTO-ISA's perf-sim design,
+``include/pto/costmodel/PERF_SIM_DESIGN.md``): the kernel runs once per block, executing every
+call with NumPy in program order and recording it (:mod:`~kernellab.npu.asc`,
+:mod:`~kernellab.npu.record`); then :mod:`~kernellab.npu.timing` replays the records on the
+machine card (:mod:`~kernellab.npu.machine`): in-order pipes ordered by the flags the queues lower
+to, DMA with latency and per-core caps, HBM shared by water-filling, an LRU L2.
 
 Modules: ``machine`` (cards, ``platform_info``, ``use_machine``), ``tensors`` (positions,
 GM/local tensors), ``memory`` (on-chip buffers, GM), ``runtime`` (per-block context, queue
@@ -26,7 +27,7 @@ state machine), ``asc`` (the kernel API), ``record``, ``timing``, ``trace`` (Gan
 JSON), ``result`` (``RunResult``), ``launch`` (``launch``, ``retime``, ``capture``: the
 launches host code made, with what each wrote and read), ``errors``.
 
-Not in v1 (NPU.md lists them; the simulator raises or lacks them):
+Not in v1 (Ascend C has them; the simulator raises or lacks them):
 
 * the raw-flag API (``set_flag``/``wait_flag`` in kernels). What v1 has: the queues'
   flags, ``asc.pipe_barrier(asc.PIPE_ALL)``, and the vector-clock check of TBuf accesses

@@ -1,4 +1,4 @@
-"""Errors of the NPU simulator (NPU.md §3.8).
+"""Errors of the NPU simulator.
 
 Every error is raised while the kernel runs functionally (Phase A) at the API call that breaks
 the rule, unless noted, and its message names the user's source line (``file.py:42: <code>``),

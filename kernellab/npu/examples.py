@@ -1,7 +1,8 @@
 """Reference kernels for the tests, the chapter and the benchmarks: a tiled, multi-core vector
 add (any length: former blocks plus a tail, ``data_copy_pad`` for an unaligned last tile) and a
 tiled cube matmul (GM -> L1 with nd2nz, L1 -> L0 with load_data, mmad, fixpipe), both written
-with queues in the CopyIn -> Compute -> CopyOut style (NPU.md §1.4).
+with queues in the CopyIn -> Compute -> CopyOut style (Ascend C guide, "Programming Based on
+TPipe and TQue", hiascend.com atlas_ascendc_10_00032).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The machine card: a frozen, versioned description of the simulated Ascend-style chip.
 
 Every constant the simulator uses lives here, with its unit, a provenance tag and a source note
-(NPU.md §1.10, §3.3, §3.7):
+(:data:`PROVENANCE`, one row per field):
 
 ====== ==================================================================================
 tag    meaning

@@ -2,8 +2,9 @@
 
 On-chip buffers are NumPy byte arrays filled with the sentinel byte ``0xFF`` when a block
 starts: every float16/float32 view of it reads NaN and every signed integer view -1 (NKI's
-simulator uses NaN too; NPU.md §3.8). A parallel boolean array records which bytes were written,
-so a read of never-written bytes is reported exactly (:class:`~kernellab.npu.errors.
+simulator fills uninitialised memory with NaN too: aws-neuron-sdk
+``nki/guides/nki_simulator.rst``). A parallel boolean array records which bytes were written, so
+a read of never-written bytes is reported exactly (:class:`~kernellab.npu.errors.
 UninitializedReadWarning`, or the error with ``strict=True``) instead of by looking for NaNs.
 
 Allocation is a bump allocator per buffer (``TPipe.init_buffer`` carves fixed blocks once per

@@ -1,4 +1,4 @@
-"""``RunResult``: what one launch reports (NPU.md §3.9).
+"""``RunResult``: what one launch reports.
 
 Definitions (all deterministic, from the timing replay):
 

@@ -5,8 +5,10 @@ installed as the current context; every ``asc`` call finds it with :func:`ctx`. 
 owns the block's on-chip memories (created lazily), its instruction records, the scalar-issue
 counter, the queues and the warnings.
 
-:meth:`BlockContext.access` is the tensor state machine of NPU.md §3.5. Each queue position has
-a fixed producer and consumer pipe (the pipes the Ascend C queue events connect):
+:meth:`BlockContext.access` is the tensor state machine FREE -> ALLOCATED -> ENQUEUED -> DEQUEUED
+-> FREE that Ascend C's AllocTensor / EnQue / DeQue / FreeTensor move a queue buffer through
+(hiascend atlas_ascendc_10_0027; the events they stand for: atlas_ascendc_10_00019). Each queue
+position has a fixed producer and consumer pipe (the pipes the Ascend C queue events connect):
 
 ========== ========= ========= ==============
 position   producer  consumer  events

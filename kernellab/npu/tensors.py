@@ -6,7 +6,7 @@
   CO2 -> GM on A2 (so a kernel writes L0C results to GM with ``fixpipe``).
 * :class:`GlobalTensor` — an opaque view of a GM argument: ``sub(offset, length)``, slicing
   ``g[i:]`` / ``g[i:j]``, ``len(g)``, ``g.dtype``. A kernel gets no NumPy handle to GM data:
-  only ``data_copy`` / ``fixpipe`` move it (NPU.md §3.4).
+  only ``data_copy`` / ``fixpipe`` move it, so every output byte was written by the device.
 * :class:`LocalTensor` — a typed view of on-chip bytes obtained from a queue or a ``TBuf``;
   slicing ``t[i:]`` gives a sub-view sharing the allocation's state. Cube tensors (L1/L0) carry
   a logical 2-D shape (``rows``, ``cols``, zero-padded to fractals) and a format tag.
@@ -75,7 +75,7 @@ _POS_CORE = {
     TPosition.CO1: "aic",
 }
 
-# queue-state machine (NPU.md §3.5)
+# queue-state machine (runtime.BlockContext.access enforces it)
 FREE, ALLOCATED, ENQUEUED, DEQUEUED = "FREE", "ALLOCATED", "ENQUEUED", "DEQUEUED"
 
 

@@ -1,5 +1,5 @@
 """The per-pipe trace of a run: spans, overlap queries, a matplotlib Gantt chart and
-Chrome/Perfetto trace-event JSON (NPU.md §3.9).
+Chrome/Perfetto trace-event JSON (``pid`` = core, ``tid`` = pipe).
 
 A trace is a list of :class:`Event` rows, one per instruction, one per scalar issue run
 (``op == "issue"`` on pipe S) and one per wait that blocked its pipe (``op == "wait_flag"``).
