@@ -1,4 +1,4 @@
-"""The README's dtype-coverage matrix is generated from the lab specs and kept current."""
+"""The dtype-coverage matrix in docs/grading.md is generated from the lab specs and kept current."""
 
 from __future__ import annotations
 
@@ -13,10 +13,16 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNELLAB = Path(sys.executable).parent / "kernellab"
 
 
-def test_readme_copy_is_current():
+def test_grading_doc_copy_is_current():
+    status, msg = coverage.update_doc(ROOT / coverage.DOC, check=True)
+    assert status == 0, msg
+
+
+def test_cli_checks_the_grading_doc():
     r = subprocess.run([str(KERNELLAB), "coverage", "--check"], capture_output=True, text=True,
                        cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert coverage.DOC.name in r.stdout, r.stdout
 
 
 def test_matrix_reads_the_specs():
@@ -34,13 +40,13 @@ def test_matrix_follows_a_change_of_the_spec(monkeypatch):
     assert rows["softmax-cuda"]["FP16"] == ""
 
 
-def test_stale_readme_is_reported_and_rewritten(tmp_path):
-    p = tmp_path / "README.md"
+def test_stale_copy_is_reported_and_rewritten(tmp_path):
+    p = tmp_path / "grading.md"
     p.write_text(f"intro\n{coverage.BEGIN}\nold\n{coverage.END}\ntail\n", encoding="utf-8")
-    assert coverage.update_readme(p, check=True)[0] == 1
-    assert coverage.update_readme(p)[0] == 0
-    assert coverage.update_readme(p, check=True)[0] == 0
+    assert coverage.update_doc(p, check=True)[0] == 1
+    assert coverage.update_doc(p)[0] == 0
+    assert coverage.update_doc(p, check=True)[0] == 0
     text = p.read_text(encoding="utf-8")
     assert text.startswith("intro\n") and text.endswith("\ntail\n") and "`softmax-cuda`" in text
     p.write_text("no markers", encoding="utf-8")
-    assert coverage.update_readme(p)[0] == 2
+    assert coverage.update_doc(p)[0] == 2
