@@ -11,7 +11,7 @@ dO = dL/dO for a scalar loss L. Then::
 (the softmax's Jacobian applied row by row). FlashAttention never stores P: its backward pass
 recomputes each tile P_ij = exp(S_ij - lse_i) from Q, K and the logsumexp the forward pass saved,
 and takes D from O and dO (Dao et al., NeurIPS 2022, Algorithm 4 / Appendix B; Dao 2023,
-Algorithm 2: K/V blocks in the outer loop, Q blocks in the inner; references.md §4.1).
+Algorithm 2: K/V blocks in the outer loop, Q blocks in the inner).
 
 * :func:`attention_backward` — the materialised gradient in any float dtype (float64: the golden
   analytic gradient; float32: the plain baseline of FlashAttention's test rule);

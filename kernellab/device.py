@@ -1,4 +1,4 @@
-"""Device tiers (COURSE.md §4): ``gpu`` on a real NVIDIA GPU, else ``sim`` (Numba's CUDA
+"""Device tiers: ``gpu`` on a real NVIDIA GPU, else ``sim`` (Numba's CUDA
 simulator); ``cpu`` and ``npu`` tiers are named by the chapters that use them.
 
 The choice has to be made before ``numba.cuda`` is first imported, because numba-cuda reads

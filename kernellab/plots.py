@@ -1,4 +1,4 @@
-"""Pictures the chapters and labs share. matplotlib is imported lazily (COURSE.md §3).
+"""Pictures the chapters and labs share. matplotlib is imported lazily.
 
 * :func:`blis_blocking` — the BLIS loop structure: which panel of A and B is packed, which
   MR x NR tile of C the micro-kernel holds (Van Zee & van de Geijn, "BLIS", ACM TOMS 41(3),

@@ -194,7 +194,7 @@ def int32_safe_k(a_range: tuple[int, int] = (-128, 127),
 def int_gemm_exact(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Exact A @ B for integer A (M, K) and B (K, N), through float64 BLAS: every product and
     partial sum is an integer below 2^53 in magnitude when K * max|a| * max|b| < 2^53
-    (K up to about 5 * 10^11 for int8; references.md §6, "Exact trick"), so float64 arithmetic
+    (K up to 2^53 / 128^2, about 5 * 10^11, for int8), so float64 arithmetic
     makes no rounding error. Returns int64 (M, N), equal to
     :func:`reference_kernels.quant.int_gemm_golden` (tested) and ~40x faster than numpy's
     integer matmul (which uses no BLAS). Raises ValueError for bad shapes, non-integer inputs,

@@ -15,7 +15,7 @@ LLM-like outlier input channel, and the two remedies the field uses.
   the input channels where some |x| >= 6.0 multiplied in float16, the rest int8 vector-wise
   (per-token X, per-output-channel W);
 * :func:`study` — all of them as SQNR (dB) and cosine similarity against the float64 layer,
-  next to :data:`REFERENCE_SQNR_DB`, the anchors measured in ``references.md`` §6;
+  next to :data:`REFERENCE_SQNR_DB`, anchors the course's authors measured on the same set-up;
 * :func:`plot_channel_absmax` — max |X_j| per input channel before and after smoothing.
 """
 
@@ -31,20 +31,21 @@ __all__ = ["REFERENCE_SQNR_DB", "REFERENCE_SIZES", "LLM_INT8_THRESHOLD", "OUTLIE
            "layer_data", "w8a8_linear", "smoothquant_scales", "smooth", "outlier_channels",
            "llm_int8_linear", "study", "plot_channel_absmax"]
 
-#: SQNR (dB) of the dequantised W8A8 output against float64, as measured in references.md §6
-#: ("Measured here": X 256 x 4096 and W 4096 x 512, N(0, 1); symmetric int8, per-output-channel
-#: W, exact integer accumulation; one input channel x 60 for the outlier rows). The chapter's
-#: own measurement is quoted next to these anchors. setting -> dB.
+#: SQNR (dB) of the dequantised W8A8 output against float64, as the course's authors measured it
+#: when the chapter was designed (X 256 x 4096 and W 4096 x 512, N(0, 1); symmetric int8,
+#: per-output-channel W, exact integer accumulation; one input channel x 60 for the outlier
+#: rows): the authors' own figures, not a publication's. The chapter re-measures them and prints
+#: its values next to these anchors. setting -> dB.
 REFERENCE_SQNR_DB = {"per-tensor": 36.9, "per-token": 38.3, "outlier, per-tensor": 10.9,
                      "outlier, per-token": 19.7, "outlier, SmoothQuant a=0.5": 34.4,
                      "outlier, SmoothQuant a=0.75": 29.6}
-#: (M, K, N_out) of references.md §6's measurement.
+#: (M, K, N_out) of the anchors' measurement.
 REFERENCE_SIZES = (256, 4096, 512)
 #: LLM.int8()'s outlier threshold on |x| (Dettmers et al. §3.2; bitsandbytes/transformers
 #: ``llm_int8_threshold=6.0``).
 LLM_INT8_THRESHOLD = 6.0
-#: the outlier channel's scale factor in references.md §6's measurement.
-OUTLIER_FACTOR = _OUTLIER_FACTOR  # references.md §6 (reference_kernels.quant)
+#: the outlier channel's scale factor in the anchors' measurement.
+OUTLIER_FACTOR = _OUTLIER_FACTOR  # defined in reference_kernels.quant
 
 
 def layer_data(M: int = 256, K: int = 4096, N: int = 512, *, outlier_factor: float | None = None,
@@ -135,8 +136,8 @@ def study(M: int = 256, K: int = 4096, N: int = 512, seed: int = 0,
     """The W8A8 accuracy study on :func:`layer_data` (Gaussian; then with one input channel
     x :data:`OUTLIER_FACTOR`). Settings: per-tensor and per-token X; with the outlier: per-tensor,
     per-token, SmoothQuant at each alpha (factors from this X; then per-token X and
-    per-channel W, the setting of references.md's measurement), and LLM.int8(). Returns a list of
-    {"setting", "sqnr_db", "cosine", "anchor_db" (references.md's value, or None)}."""
+    per-channel W, the setting of the anchors' measurement), and LLM.int8(). Returns a list of
+    {"setting", "sqnr_db", "cosine", "anchor_db" (the :data:`REFERENCE_SQNR_DB` value, or None)}."""
     rows = []
     X, W = layer_data(M, K, N, seed=seed)
     ref = linear_golden(X, W)

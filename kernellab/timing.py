@@ -1,4 +1,4 @@
-"""Wall-clock and CUDA-event timing with warm-up, repeats, medians and spread (COURSE.md §7).
+"""Wall-clock and CUDA-event timing with warm-up, repeats, medians and spread.
 
 * :func:`time_fn` — one callable: warm-up calls (JIT compilation excluded), then ``repeats``
   timed calls; median, quartiles, min/max.

@@ -8,7 +8,7 @@ float64 direct convolution of the same rounded inputs. The direct convolution in
 as a multiple of it.
 
 * :func:`error_1d` — one output tile of F(m, 3) in 1-D over many random (d, g) pairs, the
-  set-up of ``references.md`` §5's measurement (N(0, 1) data and filter, error normalised by
+  set-up of the anchors' measurement (N(0, 1) data and filter, error normalised by
   max|d| max|g|), whose ratios are :data:`REFERENCE_1D_RATIOS`;
 * :func:`error_2d` — a whole layer, F(m x m, 3 x 3) with the channel sum, through
   :func:`kernellab.kernels.conv_cpu.winograd_reference` / ``reference_kernels.conv.conv2d_direct_rounded``;
@@ -38,8 +38,9 @@ TILES = (2, 4, 6)
 DTYPES = ("float32", "float16")
 
 #: Winograd's 1-D error as a multiple of the direct convolution's in the same dtype, as
-#: measured in ``references.md`` §5 ("Measured here": 2000 trials, N(0, 1) data and filter):
-#: the anchors the chapter's own measurement is compared with. (m, dtype) -> ratio.
+#: the course's authors measured it when the chapter was designed (2000 trials, N(0, 1) data and
+#: filter, every operation rounded to the dtype): their own figures, not a publication's; the
+#: anchors the chapter's own measurement is compared with. (m, dtype) -> ratio.
 REFERENCE_1D_RATIOS = {(2, "float32"): 1.3, (4, "float32"): 3.5, (6, "float32"): 6.0,
                        (2, "float16"): 1.3, (4, "float16"): 3.0, (6, "float16"): 4.8}
 

@@ -1,2 +1,2 @@
 """Golden references (numpy, float64) and naive baseline kernels. Imports numpy only, so the
-golden side stays small enough to trust (COURSE.md §3)."""
+golden side stays small enough to trust."""

@@ -86,7 +86,8 @@ def _seq_matmul(A, B) -> np.ndarray:
 def attention_plain(Q, K, V, causal: bool = False, dtype=None) -> np.ndarray:
     """A plain (non-fused) attention in ``dtype`` (default: the inputs' dtype, float16 or
     float32) *with its operations reordered*, as FlashAttention's tests build their baseline
-    (``attention_ref(..., upcast=False, reorder_ops=True)``: references.md §4.4): K is scaled
+    (``attention_ref(..., upcast=False, reorder_ops=True)`` in Dao-AILab/flash-attention
+    ``tests/test_flash_attn.py``): K is scaled
     before the product, ``Q (K / sqrt(d))^T`` instead of ``(Q / sqrt(d)) K^T``. Each operation's
     result is rounded to ``dtype``: the scaled K, S, the row max, exp(S - m), the row sum, P, and
     O = P V. The two products and the row sum accumulate in float32 *left to right*, one rounding

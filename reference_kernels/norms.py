@@ -17,16 +17,16 @@ index of the leading axes):
       y    = x * rstd * g
 
 Inputs of any float dtype (float16, float32, float64, ``ml_dtypes.bfloat16``) are widened
-*exactly* to float64 first, so the reference sees the same rounded values the kernel saw
-(COURSE.md §6). Everything after that is float64, with numpy's pairwise sums and the two-pass
+*exactly* to float64 first, so the reference sees the same rounded values the kernel saw.
+Everything after that is float64, with numpy's pairwise sums and the two-pass
 variance (mean first, then the mean of squared deviations), whose error is a few units of
 2**-53 relative to the row's scale: far below any float32 kernel's.
 
 ``eps`` must be finite and > 0. PyTorch accepts eps = 0, but then a constant row (variance 0)
 gives 0 * inf = NaN; requiring eps > 0 keeps every golden output finite on finite inputs.
 
-This module imports numpy only (COURSE.md §3): ``ml_dtypes`` arrays are converted through the
-casts ml_dtypes registers with numpy, without importing it here.
+This module imports numpy only, like all of reference_kernels: ``ml_dtypes`` arrays are converted
+through the casts ml_dtypes registers with numpy, without importing it here.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ C's ``round`` and Python 2's rounded half away from zero). A row whose max |x| i
 (every q is 0 either way).
 
 Integer GEMM: int8 x int8 products accumulated exactly. The golden reference widens to int64
-first: numpy's ``int8 @ int8`` returns int8 and wraps (references.md §6, "CPU golden-reference
-pitfalls").
+first: numpy's ``int8 @ int8`` returns int8 and wraps (matmul keeps the operands' integer
+dtype).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 QMAX = 127  # narrow (symmetric) int8 range [-127, 127]
-#: The LLM-like outlier of references.md §6's measurement: one input channel of X scaled 60x.
+#: The LLM-like outlier of chapter 6's W8A8 study: one input channel of X scaled 60x.
 OUTLIER_FACTOR = 60.0
 
 

@@ -1,8 +1,8 @@
 """Reductions and softmax: golden references (float64) and the three-pass baseline's maths.
 
 Every function widens its input exactly to float64 first (float16, bfloat16 and float32 values
-are all float64 values), so the reference sees the *same rounded inputs* the kernel saw
-(COURSE.md §6). numpy only.
+are all float64 values), so the reference sees the *same rounded inputs* the kernel saw.
+numpy only.
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ def softmax_shift(X, axis: int = -1) -> np.ndarray:
 
 
 def softmax_three_pass_traffic(M: int, N: int, itemsize: int) -> dict:
-    """Global-memory bytes of the three-pass softmax over an (M, N) matrix (references.md §3):
+    """Global-memory bytes of the three-pass softmax over an (M, N) matrix (the safe softmax
+    of Milakov & Gimelshein, arXiv:1805.02867):
     pass 1 reads X (row max), pass 2 reads X (sum of exponentials), pass 3 reads X and writes
     Y: 3 loads + 1 store per element, plus the per-row statistics (float32). A fused kernel
     that keeps the row on chip needs 1 load + 1 store; the online softmax (Milakov &

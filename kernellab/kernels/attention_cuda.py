@@ -124,7 +124,8 @@ _NB_TYPES = {np.dtype(np.float32): float32, np.dtype(np.float16): float16}
 
 
 def attention_flops(B: int, H: int, N: int, d: int, causal: bool = False) -> int:
-    """FLOPs of the forward pass by FlashAttention-2's convention (references.md §4.2):
+    """FLOPs of the forward pass by FlashAttention-2's convention (T. Dao,
+    "FlashAttention-2", arXiv:2307.08691, 2023):
     4 N^2 d per head (two GEMMs), halved when causal."""
     f = 4 * B * H * N * N * d
     return f // 2 if causal else f

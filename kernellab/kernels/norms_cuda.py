@@ -119,8 +119,8 @@ sequential sums and the log-depth merge tree are no worse than one sequential su
 
 The output term is one ulp of Y's dtype (``2 u_out``), not half: the output must be *faithfully*
 rounded (either neighbour of the exact value), so a correctly rounded result uses at most half
-of it and a float16 output keeps a margin (COURSE.md §5; the same rule as
-``kernellab.numerics.RowSoftmax``).
+of it and a float16 output keeps a margin (the margin rule of :mod:`kernellab.numerics`; the same
+rule as ``kernellab.numerics.RowSoftmax``).
 
 Sources: J. L. Ba, J. R. Kiros & G. E. Hinton, "Layer Normalization", arXiv:1607.06450 (2016);
 B. Zhang & R. Sennrich, "Root Mean Square Layer Normalization", NeurIPS 2019, arXiv:1910.07467;

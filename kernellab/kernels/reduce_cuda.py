@@ -132,7 +132,7 @@ and k is the sum over the version's launches (:func:`addition_depth`; :func:`err
 the bound for an array). At n = 2^14: k = 16 for v1-v3 (two launches), 18 for v4-v5, 27 for
 v6 (8 iterations + 1 + 8, then 1 + 1 + 8 on the 4 partials) and 21 for v7 (8 + 1 + 5 + 3 + 4
 blocks); a sequential loop would have k = 16383. Observed errors are far smaller (random-walk
-growth, references.md §2.3).
+growth, about sqrt(k) u: Higham & Mary, SIAM J. Sci. Comput. 41(5), 2019).
 
 What the sim tier's counters show (``kernellab.sim.capture()``; :func:`expected_counters`
 predicts them exactly for any n, tests/test_reduce_cuda_ladder.py checks). Per block of the
@@ -179,7 +179,7 @@ neither instructions nor (here) the wavefronts, which sit under the barrier comp
 150 wavefronts a block, v3 45, against 180 barrier cycles). v4 halves the barriers per element
 and reaches the DRAM roof; v5-v7 stay on it, with ever smaller barrier, shared and tail-pass
 components (v7 has no second pass). So: v1 = v2 = v3 > v4 > v5 >= v6 >= v7, which the tests
-assert. Harris's G80 measurements (references.md §2.1) fall at every step, 30x in all, because
+assert. Harris's G80 measurements (his 2007 deck's table) fall at every step, 30x in all, because
 a real GPU also pays for instructions, latency and occupancy, which the model ignores.
 
 The rest of the module: :data:`LADDER` (name -> launch function) and :data:`KERNELS` (name ->

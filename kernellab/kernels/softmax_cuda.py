@@ -7,7 +7,7 @@ so a float16 row is widened once when it is loaded (``float32(X[r, j])``). Maske
 are ``-inf``; a row that is entirely ``-inf`` is written as zeros (the course's definition,
 :func:`reference_kernels.reductions.softmax_golden`).
 
-Versions (global accesses per element in brackets; references.md §3)::
+Versions (global accesses per element in brackets)::
 
     v1 naive        y = exp(x) / sum_j exp(x_j), one kernel: a block reduction of exp(x), then
                     a second sweep writing exp(x) / d. [2 loads + 1 store] It overflows:
