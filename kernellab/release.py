@@ -1,21 +1,59 @@
-"""``kernellab release``: regenerate ``labs/`` from ``solutions/`` (the single source).
+"""``kernellab release`` (instructors): regenerate ``labs/`` from ``solutions/`` (the single
+source).
 
 Each ``solutions/NN_topic.ipynb`` becomes ``labs/NN_topic.ipynb`` with every solution block
 replaced by a ``NotImplementedError`` stub and all outputs cleared (:mod:`kernellab.notebook`).
 ``--check`` writes nothing and exits non-zero when a lab is missing, stale or extra.
+
+A lab is never overwritten when it was edited by hand (a student who filled it in place):
+release records in each cell's metadata (``metadata.kernellab.released_sha256``) a hash of the
+source it wrote, and a lab cell whose source no longer matches its hash, or a cell without one,
+is an edit. A change to ``solutions/`` still releases: the old lab cells match their own hashes.
+A lab written before the hashes existed is accepted only if its cells' sources equal the ones
+generated now. ``force`` overwrites regardless.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
 from pathlib import Path
 
 import nbformat
 
 from kernellab import notebook
 
+META_KEY = "kernellab"
+HASH_KEY = "released_sha256"
+
+
+def source_hash(source: str) -> str:
+    """The first 16 hex digits of SHA-256 of a cell's source (UTF-8)."""
+    return hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()[:16]
+
+
+def _recorded_hash(cell) -> str | None:
+    meta = cell.get("metadata")
+    own = meta.get(META_KEY) if isinstance(meta, dict) else None
+    h = own.get(HASH_KEY) if isinstance(own, dict) else None
+    return h if isinstance(h, str) else None
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src)
+
 
 def _render(nb) -> str:
     return nbformat.writes(nb) + "\n"
+
+
+def _stamp(nb):
+    """Record each cell's source hash in its metadata (in place); returns ``nb``."""
+    for cell in nb.cells:
+        cell.metadata[META_KEY] = {HASH_KEY: source_hash(cell.source)}
+    return nb
 
 
 def plan(root: Path) -> dict[Path, str]:
@@ -24,14 +62,84 @@ def plan(root: Path) -> dict[Path, str]:
     out = {}
     for src in sorted(sol_dir.glob("*.ipynb")):
         try:
-            out[lab_dir / src.name] = _render(notebook.make_lab(notebook.read(src)))
+            out[lab_dir / src.name] = _render(_stamp(notebook.make_lab(notebook.read(src))))
         except notebook.NotebookError as exc:
             raise notebook.NotebookError(f"{src.relative_to(root)}: {exc}") from None
     return out
 
 
-def release(root: Path, check: bool = False) -> tuple[int, list[str]]:
-    """Write (or, with ``check``, verify) the labs. Returns (exit status, messages)."""
+def _describe(cells, i: int) -> str:
+    """``solution cell 2 (notebook cell 7, `first line`)`` for message text."""
+    cell = cells[i]
+    first = next((ln.strip() for ln in _source(cell).splitlines() if ln.strip()), "")
+    quote = f", `{first[:60]}`" if first else ""
+    if notebook.is_solution_cell(cell):
+        k = sum(notebook.is_solution_cell(c) for c in cells[:i + 1])
+        return f"solution cell {k} (notebook cell {i + 1}{quote})"
+    return f"notebook cell {i + 1}{quote}"
+
+
+def hand_edits(current: str, wanted: str) -> list[str]:
+    """The cells of the lab text ``current`` that were edited by hand, in words (empty: safe to
+    overwrite with ``wanted``). An unreadable notebook counts as edited."""
+    try:
+        nb = nbformat.reads(current, as_version=4)
+        cells = list(nb.cells)
+    except Exception as exc:  # noqa: BLE001 - nbformat raises several types for bad JSON
+        return [f"the file is not a readable notebook ({type(exc).__name__})"]
+    if any(_recorded_hash(c) for c in cells):
+        out = []
+        for i, c in enumerate(cells):
+            h = _recorded_hash(c)
+            if h is None:
+                out.append(f"{_describe(cells, i)} was added")
+            elif h != source_hash(_source(c)):
+                out.append(f"{_describe(cells, i)} was edited")
+        return out
+    # written before release recorded hashes: only an exact match with today's lab is safe
+    new = [_source(c) for c in nbformat.reads(wanted, as_version=4).cells]
+    out = [f"{_describe(cells, i)} differs from the generated lab"
+           for i, c in enumerate(cells) if i >= len(new) or _source(c) != new[i]]
+    if len(cells) < len(new) and not out:
+        out.append(f"it has {len(cells)} cells where the generated lab has {len(new)}")
+    return out
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _lab_id(notebook_name: str) -> str:
+    """The lab id whose notebook is ``notebook_name`` (for advice), or ``LAB``."""
+    try:
+        from grader.labs import all_specs
+
+        return next((s.lab_id for s in all_specs() if s.notebook == notebook_name), "LAB")
+    except Exception:  # noqa: BLE001 - advice only: a course without grader/ still releases
+        return "LAB"
+
+
+def _refusal(rel: str, edits: list[str]) -> str:
+    shown = "; ".join(edits[:3]) + (f"; and {len(edits) - 3} more" if len(edits) > 3 else "")
+    lab = _lab_id(Path(rel).name)
+    return (f"refused: {rel} was edited by hand ({shown}), left unchanged. Students work in "
+            f"their own copy in work/ (`kernellab start {lab}`, ignored by git); to keep this "
+            f"work, copy it there first (`mkdir -p work && cp -n {rel} work/`). "
+            f"`kernellab release --force` overwrites it.")
+
+
+def release(root: Path, check: bool = False, force: bool = False) -> tuple[int, list[str]]:
+    """Write (or, with ``check``, verify) the labs. Returns (exit status, messages): 0 done or
+    up to date; 1 ``check`` found a lab missing, stale or extra, or a lab edited by hand was
+    left unchanged (unless ``force``); 2 a solution notebook breaks the conventions."""
     root = Path(root)
     try:
         wanted = plan(root)
@@ -39,18 +147,24 @@ def release(root: Path, check: bool = False) -> tuple[int, list[str]]:
         return 2, [str(exc)]
     msgs, bad = [], False
     for path, text in wanted.items():
-        current = path.read_text(encoding="utf-8") if path.exists() else None
+        rel = str(path.relative_to(root))
+        current = path.read_text(encoding="utf-8", errors="surrogateescape") \
+            if path.exists() else None
         if current == text:
-            msgs.append(f"up to date: {path.relative_to(root)}")
+            msgs.append(f"up to date: {rel}")
             continue
+        edits = hand_edits(current, text) if current is not None else []
         if check:
             bad = True
-            msgs.append(f"{'missing' if current is None else 'stale'}: {path.relative_to(root)} "
+            why = f" (edited by hand: {'; '.join(edits[:3])})" if edits else ""
+            msgs.append(f"{'missing' if current is None else 'stale'}: {rel}{why} "
                         "(run `kernellab release`)")
+        elif edits and not force:
+            bad = True
+            msgs.append(_refusal(rel, edits))
         else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            msgs.append(f"wrote {path.relative_to(root)}")
+            _write_atomic(path, text)
+            msgs.append(f"wrote {rel}" + (" (--force: hand edits overwritten)" if edits else ""))
     for extra in sorted((root / "labs").glob("*.ipynb")):
         if extra not in wanted:
             bad = True

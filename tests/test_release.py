@@ -6,6 +6,7 @@ import nbformat
 import pytest
 
 from kernellab import notebook
+from kernellab.cli import main
 from kernellab.release import release
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,3 +120,96 @@ def test_submission_source_runs_only_solution_cells(tmp_path):
     nbformat.write(nb, str(p))
     with pytest.raises(notebook.NotebookError, match="tagged 'solution'"):
         notebook.submission_source(p)
+
+
+# --- a lab edited by hand is never overwritten ---------------------------------------------------
+
+def _course(root: Path, answer: str = "return 42", text: str = "# t") -> Path:
+    """A one-lab course in ``root``: solutions/09_t.ipynb (a markdown cell, a solution cell)."""
+    (root / "solutions").mkdir(exist_ok=True)
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(f"def g():\n    ### BEGIN SOLUTION\n    {answer}\n"
+                                     "    ### END SOLUTION\n")
+    cell.metadata["tags"] = ["solution"]
+    nb.cells = [nbformat.v4.new_markdown_cell(text), cell]
+    nbformat.write(nb, str(root / "solutions" / "09_t.ipynb"))
+    return root / "labs" / "09_t.ipynb"
+
+
+def _fill_in(lab: Path, source: str = "def g():\n    return 7  # my answer\n") -> bytes:
+    """What a student does in JupyterLab: edit the solution cell, run it, save."""
+    nb = nbformat.read(str(lab), as_version=4)
+    nb.cells[1].source = source
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="ran\n")]
+    nbformat.write(nb, str(lab))
+    return lab.read_bytes()
+
+
+def test_release_refuses_a_hand_edited_lab_and_force_overwrites(tmp_path, capsys):
+    lab = _course(tmp_path)
+    assert release(tmp_path)[0] == 0
+    before = _fill_in(lab)
+    assert main(["release", "--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert lab.read_bytes() == before  # byte for byte
+    assert "refused: labs/09_t.ipynb" in out and "solution cell 1" in out
+    assert "--force" in out and "work/" in out
+    status, msgs = release(tmp_path, check=True)
+    assert status == 1 and "edited by hand" in msgs[0]
+    assert release(tmp_path, force=True)[0] == 0
+    assert "my answer" not in lab.read_text() and release(tmp_path, check=True)[0] == 0
+
+
+def test_a_cell_added_by_hand_is_an_edit(tmp_path):
+    lab = _course(tmp_path)
+    release(tmp_path)
+    nb = nbformat.read(str(lab), as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("scratch = 1"))
+    nbformat.write(nb, str(lab))
+    before = lab.read_bytes()
+    status, msgs = release(tmp_path)
+    assert status == 1 and lab.read_bytes() == before
+    assert "notebook cell 3" in msgs[0] and "added" in msgs[0]
+
+
+def test_outputs_alone_are_not_an_edit(tmp_path):
+    lab = _course(tmp_path)
+    release(tmp_path)
+    nb = nbformat.read(str(lab), as_version=4)
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="NotImplementedError\n")]
+    nb.cells[1].execution_count = 3
+    nbformat.write(nb, str(lab))
+    assert release(tmp_path)[0] == 0 and release(tmp_path, check=True)[0] == 0
+
+
+def test_a_solution_change_still_releases(tmp_path):
+    lab = _course(tmp_path)
+    release(tmp_path)
+    _course(tmp_path, answer="return 43", text="# t, reworded")  # the instructor's change
+    status, msgs = release(tmp_path)
+    assert status == 0, msgs
+    nb = notebook.read(lab)
+    assert nb.cells[0].source == "# t, reworded" and "return 43" not in nb.cells[1].source
+    assert release(tmp_path, check=True)[0] == 0
+
+
+def test_a_lab_released_before_the_hashes(tmp_path):
+    """A lab without recorded hashes is overwritten only when its cells equal today's lab."""
+    lab = _course(tmp_path)
+    lab.parent.mkdir()
+    old = notebook.make_lab(notebook.read(tmp_path / "solutions" / "09_t.ipynb"))
+    nbformat.write(old, str(lab))
+    assert release(tmp_path)[0] == 0  # same sources: it gains the hashes
+    assert release(tmp_path, check=True)[0] == 0
+    nbformat.write(old, str(lab))
+    before = _fill_in(lab)
+    status, msgs = release(tmp_path)
+    assert status == 1 and lab.read_bytes() == before and "solution cell 1" in msgs[0]
+
+
+def test_committed_labs_record_their_cells_hashes():
+    from kernellab.release import HASH_KEY, META_KEY, source_hash
+
+    for p in sorted((ROOT / "labs").glob("*.ipynb")):
+        for c in notebook.read(p).cells:
+            assert c.metadata[META_KEY][HASH_KEY] == source_hash(c.source), p.name
