@@ -14,7 +14,7 @@ The process runs under the ``fast_gemm`` code-generation profile (:mod:`kernella
 applied before anything defines a Numba function; ``--profile default`` measures Numba's
 defaults instead (written to ``gemm_cpu_default.json``). Every kernel's output is checked
 against a float64 reference with the K-aware tolerance after timing. Speed is never pass/fail:
-the exit status is 0 unless the script itself crashes (COURSE.md §7).
+the exit status is 0 unless the script itself crashes.
 
 "% peak" is of this machine's measured FMA peak for the threads used
 (:func:`kernellab.machine.measured_peak`); the nominal peak from /proc is printed beside it.

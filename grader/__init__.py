@@ -1,4 +1,4 @@
-"""Kernel Lab autograder (COURSE.md §5): lab specs, a sandboxed runner, checks and reports.
+"""Kernel Lab autograder: lab specs, a sandboxed runner, checks and reports.
 
 ``kernellab grade LAB SUBMISSION`` -> :func:`grader.runner.grade`.
 """

@@ -1,4 +1,4 @@
-"""What a lab is to the grader: one :class:`LabSpec` (COURSE.md §5).
+"""What a lab is to the grader: one :class:`LabSpec`.
 
 A spec names the required functions and their parameters, generates the cases (visible ones and
 hidden ones from an instructor file or a secret seed), builds each case's inputs from its seed,

@@ -35,7 +35,8 @@ def gemm_case_data(case: Case) -> CaseData:
 
 def gemm_check(data: CaseData, outputs: dict):
     """C against the float64 golden product of the same inputs, under the K-aware bound with
-    accumulation in the inputs' dtype (COURSE.md §6). Returns a kernellab.numerics.Comparison."""
+    accumulation in the inputs' dtype (:class:`kernellab.numerics.KAware`). Returns a
+    kernellab.numerics.Comparison."""
     A, B = data.inputs["A"], data.inputs["B"]
     dt = A.dtype.name
     policy = KAware(K=A.shape[1], acc_dtype=dt, out_dtype=dt,

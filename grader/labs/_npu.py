@@ -23,6 +23,10 @@ array holding that input, and at least the lab's useful arithmetic done on the d
 additions, cube multiply-adds). Uninitialised on-chip reads are errors while grading
 (the simulator's ``strict`` mode), like the simulator's other errors (overflow, queue misuse,
 deadlock, leak, multi-core write conflicts ...).
+
+Thresholds. A speed rule's threshold is 0.8 x the reference solution's modelled figure on the
+frozen card (headroom for reasonable variants of it); a lab that departs from this says why.
+Changing the card means a new card version, re-measured references and new thresholds.
 """
 
 from __future__ import annotations

@@ -32,16 +32,18 @@ max|row| / 127 in float32 and S = 1 for an all-zero row):
      and the bound allows six (another order of the products); anything that quantises X
      differently (another rounding, another scale) is off by whole steps s_x s_w |Wq|;
   2. *accuracy* (reported; implied by rule 1 — an output within rule 1 has the reference
-     pipeline's SQNR — so it names the failure in dB rather than deciding it alone), on Gaussian data and on the same data with one input channel scaled 60x like
-     an LLM outlier feature (M = 64, K = 4096, N = 128, as references.md §6 measured): SQNR
-     against the float64 layer X (Wq w_scales)^T + bias (the activation quantisation's noise;
-     the weights are the reference's) >= the SQNR the uniform-noise model predicts for
-     per-token quantisation of that X (:func:`reference_kernels.quant.predicted_sqnr_db`)
-     less :data:`SQNR_MARGIN_DB` = 3 dB (twice the predicted noise power). Measured: per-token
-     41.2 dB (predicted 41.2) and 19.9-20.6 dB with the outlier (predicted 19.9-20.5; the
-     references' 19.7); one scale for all tokens 39-40 dB and 11.2-11.9 dB (references' 10.9):
-     the outlier case fails it. Only for layers of at least SQNR_MIN_OUTPUTS = 1024 outputs:
-     the prediction is an average (the pipeline rule holds everywhere).
+     pipeline's SQNR — so it names the failure in dB rather than deciding it alone), on Gaussian
+     data and on the same data with one input channel scaled 60x like an LLM outlier feature (M =
+     64, K = 4096, N = 128; the outlier of chapter 6's study): SQNR against the float64 layer X
+     (Wq w_scales)^T + bias (the activation quantisation's noise; the weights are the reference's)
+     >= the SQNR the uniform-noise model predicts for per-token quantisation of that X
+     (:func:`reference_kernels.quant.predicted_sqnr_db`) less :data:`SQNR_MARGIN_DB` = 3 dB (twice
+     the predicted noise power). Measured: per-token 41.2 dB (predicted 41.2) and 19.9-20.6 dB
+     with the outlier (predicted 19.9-20.5; the anchor of
+     :data:`kernellab.quant_study.REFERENCE_SQNR_DB` 19.7); one scale for all tokens 39-40 dB and
+     11.2-11.9 dB (anchor 10.9): the outlier case fails it. Only for layers of at least
+     SQNR_MIN_OUTPUTS = 1024 outputs: the prediction is an average (the pipeline rule holds
+     everywhere).
 
 Performance (cpu tier, one thread, interleaved, fresh inputs per call): ``int8_gemm`` at
 M = N = K = 512 against the provided naive integer loop
@@ -52,7 +54,8 @@ the solution (pairs of int16 products summed into int32, the ``vpmaddwd`` patter
 types the product of two int32 scalars as int64, so the naive loop accumulates in int64.) Every
 timed call's C is checked exactly right after it returns (Freivalds: C x = Aq (Bq x) in int64
 for random +-1 vectors x, outside the timer) and the last one in full; a call faster than 4 x
-the measured fp32 FMA peak in int8 operations (AVX-512 VNNI's ratio, references.md §6; times
+the measured fp32 FMA peak in int8 operations (AVX-512 VNNI's ratio: one ``VPDPBUSD`` does four
+u8 x s8 multiply-adds per 32-bit lane where an fp32 FMA does one; Intel SDM, VPDPBUSD; times
 :data:`kernellab.machine.PEAK_MARGIN` for clock changes, :func:`kernellab.machine.speed_limit`)
 voids the speed points.
 
@@ -95,7 +98,7 @@ PERF_N = 512
 PERF_ROUNDS = 5
 PERF_THREADS = 1
 MIN_SPEEDUP_NAIVE = 6.0
-INT8_OPS_PER_FP32_FLOP = 4  # AVX-512 VNNI vs fp32 FMA per cycle (references.md §6)
+INT8_OPS_PER_FP32_FLOP = 4  # VPDPBUSD: 4 int8 MACs per 32-bit lane vs 1 fp32 FMA (Intel SDM)
 
 QUANT_CASES = [  # (N, K, kind)
     (1, 1, "normal"), (1, 7, "normal"), (3, 1, "normal"), (16, 64, "normal"),

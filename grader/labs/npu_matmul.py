@@ -28,9 +28,9 @@ Performance (tier ``npu``: modelled cycles, deterministic), fresh inputs each ru
   steps of 64 through L1 and L0, one buffer everywhere, one AIC). Reference (128 x 256 output
   blocks filling L0C, K chunks of 128 in L1 and steps of 64 in L0, ping-pong in L1 and L0):
   5.51x. Without ping-pong the same blocks model at 3.28x; ping-pong in L1 only at 4.6x.
-  0.8 x the reference (NPU.md §3.10): 4.4.
+  0.8 x the reference (the rule of :mod:`grader.labs._npu`): 4.4.
 * **one core: cube utilisation** >= ``MIN_CUBE_UTIL_ONE_CORE`` %: 2MNK / (cycles x the
-  AIC's 8192 FLOP/cycle). Reference 64.4% (the prototype of NPU.md §4 Lab 2: 64.5%); without
+  AIC's 8192 FLOP/cycle). Reference 64.4%; without
   ping-pong 38.4%; 128 x 128 blocks with ping-pong 55%. 0.8 x the reference: 52%.
 * **all cores: cube utilisation of the chip** >= ``MIN_CUBE_UTIL_ALL_CORES`` % at
   ``PERF_ALL_CORES``: 2MNK / (cycles x 24 AICs x 8192). 96 output blocks of the reference

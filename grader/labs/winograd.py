@@ -12,8 +12,9 @@ Correctness: every case against the float64 golden convolution of the same input
 * ``e_direct``: the max error of a plain float32 direct convolution on the same inputs (the
   provided baseline's order: a sequential sum over c, r, s, no FMA;
   :func:`reference_kernels.conv.conv2d_direct_rounded`), measured per case;
-* ``KAPPA = 2``: the FlashAttention tests' multiple (references.md §4.4: "no worse than twice a
-  textbook implementation in the same precision"). Winograd's only long sum is over C (16
+* ``KAPPA = 2``: the FlashAttention tests' multiple (Dao-AILab/flash-attention
+  ``tests/test_flash_attn.py``: at most twice the error of a plain implementation in the same
+  precision). Winograd's only long sum is over C (16
   independent sums of C products), direct's is over 9 C, so an honest F(2x2, 3x3) sits at or
   below ``e_direct`` once C is more than a few (measured in chapter 4);
 * the floor, ``gamma_11 B_wino`` with ``gamma_n = n u / (1 - n u)``, u = 2^-24 (Higham 2002,
