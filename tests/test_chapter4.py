@@ -5,8 +5,8 @@ no other test checks.
   with the standard points, the error grows with the tile in FP32 and FP16; that F(2x2, 3x3) is
   about as accurate as the direct sum; that the alternative points are worse at every size,
   one-sided 0..4 for F(4x4) worse than the standard F(6x6), overflowing in FP16; in 1-D, that
-  the ratio to the direct error rises with m and lies within a factor of 2 of references.md's
-  anchors. The chart draws exactly the study's numbers.
+  the ratio to the direct error rises with m and lies within a factor of 2 of
+  winograd_error.REFERENCE_1D_RATIOS. The chart draws exactly the study's numbers.
 * Section 3: Winograd's magnitude term (winograd.abs_bound) exceeds |X| ⋆ |W| and grows with m.
 * Section 6, at the chapter's sizes: the non-fused Winograd moves fewer bytes through L2 than
   the direct kernel but several times its DRAM bytes.

@@ -1,7 +1,7 @@
 """Chapter 6 (chapters/06_int8_quantization.ipynb): the claims the notebook's figures and prose
 make that no other test checks.
 
-* Section 4's study, at references.md §6's sizes (the chapter calls
+* Section 4's study, at the anchors' sizes (the chapter calls
   ``quant_study.study(M_, K_, N_)`` with ``quant_study.REFERENCE_SIZES``): the orderings its
   chart and prose state — per-tensor below per-token on Gaussian data; with the outlier,
   per-tensor < per-token < SmoothQuant a=0.5, a=0.75 below a=0.5, LLM.int8() above all outlier

@@ -2,7 +2,7 @@
 CPU Welford / Chan walk-through (kernellab.welford) and the CUDA kernels
 (kernellab.kernels.norms_cuda) on the sim tier.
 
-Tolerances are derived, not tuned (COURSE.md §6; the derivation is in norms_cuda's docstring,
+Tolerances are derived, not tuned (the derivation is in norms_cuda's docstring,
 "Accuracy"). In short, with u = u_fp32 + u_fp64, c = 6 (Higham & Mary 2019's lambda, as
 kernellab.numerics.KAware), a row's mean mu, variance s2, sd' = sqrt(s2 + eps) and scale
 s = sqrt(mean(x^2)):
@@ -285,7 +285,7 @@ def test_layernorm_kernel(nc, N, dtype):
     gamma, beta = params(N)
     _, res = check_layernorm(nc, X, gamma, beta)
     if dtype == np.float32:
-        assert res.budget_used < 0.5, res.message         # COURSE.md §5: < 50 % of the budget
+        assert res.budget_used < 0.5, res.message  # kernellab.numerics' margin rule
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "fp16"])

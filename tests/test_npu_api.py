@@ -1,4 +1,4 @@
-"""The NPU student API, functional phase (NPU.md §3.4-3.5): results, records, queue lowering,
+"""The NPU student API, functional phase: results, records, queue lowering,
 RunResult, trace exports."""
 
 import json

@@ -1,4 +1,4 @@
-"""The NPU error model (NPU.md §3.8): one small kernel per error class that must trip it, and
+"""The NPU error model: one small kernel per error class that must trip it, and
 its correct twin that must not. Every message names the user's source line."""
 
 import warnings

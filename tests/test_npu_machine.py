@@ -1,4 +1,4 @@
-"""The NPU machine card: presets, provenance tags, derived peaks (NPU.md §1.10, §3.3, §5.1)."""
+"""The NPU machine card: presets, provenance tags, derived peaks."""
 
 import dataclasses
 
@@ -57,7 +57,7 @@ def test_a_changed_constant_is_tagged_user():
 
 def test_derived_peaks_reproduce_the_datasheet_arithmetic():
     m = npu.get_machine()
-    # cube fp16: cores x 16x16x16 x 2 x freq = 363.7 TFLOPS [D] (NPU.md §1.10)
+    # cube fp16: cores x 16x16x16 x 2 x freq = 363.7 TFLOPS [D] (from the card's [S] rows)
     assert m.cube_tflops_fp16 == pytest.approx(24 * 16 * 16 * 16 * 2 * 1.85e9 / 1e12)
     assert round(m.cube_tflops_fp16, 1) == 363.7
     assert m.cube_tops_int8 == pytest.approx(2 * m.cube_tflops_fp16)

@@ -1,4 +1,4 @@
-"""Timing replay and the cost-model guards of NPU.md §5: datasheet reproduction, roofline
+"""Timing replay and the cost-model guards: datasheet reproduction, roofline
 microbenchmarks, invariants (determinism, byte conservation, monotonicity, makespan >= the
 busiest pipe) and the vendor's single- vs double-buffer picture."""
 

@@ -332,9 +332,9 @@ def test_describe_is_one_readable_line():
 # --- sanity against a published ladder ------------------------------------------------------------
 
 def gemm_counters(kind, n):
-    """Counters of an n x n x n fp32 GEMM, from SIM_API's definitions, for the three first
-    kernels of Boehm's CUDA worklog (references.md §1.5). n is a multiple of 32; blocks are
-    32 x 32 threads, so a warp is 32 threads of one block row."""
+    """Counters of an n x n x n fp32 GEMM, from SIM_API's definitions, for the three first kernels
+    of Boehm's CUDA worklog (siboehm.com/articles/22/CUDA-MMM; siboehm/SGEMM_CUDA). n is a
+    multiple of 32; blocks are 32 x 32 threads, so a warp is 32 threads of one block row."""
     warps = n * n // 32
     c = counters(blocks=n * n // 1024, threads=n * n, warps=warps, flops=2 * n ** 3,
                  dram_read_bytes=2 * n * n * 4, dram_write_bytes=n * n * 4)

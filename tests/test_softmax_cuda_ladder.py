@@ -33,7 +33,7 @@ def test_every_version_is_correct_on_moderate_rows(name, dtype, shape):
     X0 = X.copy()
     res, _ = _check(sm.LADDER[name], X)
     assert res.ok, res.message
-    assert res.budget_used <= 0.5 + 1e-9, res.budget_used     # COURSE.md §5's margin
+    assert res.budget_used <= 0.5 + 1e-9, res.budget_used     # kernellab.numerics' margin rule
     assert np.array_equal(X, X0)
 
 

@@ -86,8 +86,8 @@ def test_f23_equals_lavin_and_gray_up_to_the_infinity_sign():
 
 
 def test_standard_f43_and_f63_entries_from_the_literature():
-    """wincnn's F(4, 3) G has 1/4, 1/6, 1/24, 1/12 and F(6, 3) 2/9, 1/90, 32/45 (references.md
-    §5): the same denominators appear here."""
+    """wincnn's F(4, 3) G has 1/4, 1/6, 1/24, 1/12 and F(6, 3) 2/9, 1/90, 32/45 (andravin/wincnn's
+    points 0, +-1, +-2 and 0, +-1, +-2, +-1/2): the same denominators appear here."""
     g4 = {abs(x) for row in W.transforms(4).G for x in row}
     assert {Fr(1, 4), Fr(1, 6), Fr(1, 24), Fr(1, 12)} <= g4
     g6 = {abs(x) for row in W.transforms(6).G for x in row}
