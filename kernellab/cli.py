@@ -1,9 +1,11 @@
-"""The ``kernellab`` command: ``doctor``, ``list``, ``grade``, ``release``, ``coverage``.
+"""The ``kernellab`` command. Students: ``doctor``, ``list``, ``start``, ``grade``;
+instructors: ``release``, ``coverage``.
 
 Exit status: 0 success (``grade``: every check passed); 1 a check failed (``grade``: the
-submission failed something; ``release --check``: labs out of date); 2 a usage error (unknown
+submission failed something; ``start``: the copy exists already; ``release``: a lab was edited
+by hand and left unchanged; ``release --check``: labs out of date); 2 a usage error (unknown
 lab, missing file, bad hidden-case file); 3 an internal error of the grader itself (reported in
-one line; set ``KERNELLAB_DEBUG=1`` for the traceback).
+one line; set ``KERNELLAB_DEBUG=1`` for the traceback); 141 stdout was closed early (``| head``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ import sys
 from pathlib import Path
 
 import kernellab  # noqa: F401  first: thread settings and device tier before numpy/numba
+
+#: the file ``kernellab coverage --write/--check`` keeps the matrix in (instructor docs)
+COVERAGE_DOC = "docs/grading.md"
 
 
 def _project_root() -> Path:
@@ -39,16 +44,51 @@ def cmd_doctor(args) -> int:
 
 def cmd_list(args) -> int:
     from grader.labs import all_specs
+    from kernellab import workspace
 
+    root = _project_root()
     for s in all_specs():
-        print(f"{s.lab_id:<16} {s.title}  [tier {s.tier}; solutions/{s.notebook}, labs/{s.notebook}]")
+        ch = workspace.chapter_for(root, s.notebook)
+        after = f"after {workspace.relative(root, ch)}" if ch else "no chapter"
+        print(f"{s.lab_id:<16} {s.title}")
+        copy = workspace.copy_status(root, s.notebook, s.lab_id)
+        if workspace.work_path(root, s.notebook).exists():
+            copy = f"your copy: {copy}"
+        print(f"{'':<16} tier {s.tier} · {after} · {copy}")
+    return 0
+
+
+def cmd_start(args) -> int:
+    from grader.labs import UnknownLab, get_spec_class
+    from kernellab import workspace
+
+    try:
+        spec = get_spec_class(args.lab)()
+    except UnknownLab as exc:
+        print(f"kernellab start: {exc}", file=sys.stderr)
+        return 2
+    root = _project_root()
+    try:
+        dst = workspace.start(root, spec.notebook, spec.lab_id)
+    except workspace.AlreadyStarted as exc:
+        print(f"kernellab start: {exc}", file=sys.stderr)
+        return 1
+    except workspace.WorkspaceError as exc:
+        print(f"kernellab start: {exc}", file=sys.stderr)
+        return 2
+    rel = workspace.relative(root, dst)
+    print(f"copied {workspace.relative(root, workspace.lab_path(root, spec.notebook))} to "
+          f"{rel}: your copy (git ignores work/, and course updates never touch it).")
+    print(f"Open {rel} in JupyterLab (`make lab`), fill in the solution cells, then run "
+          f"`kernellab grade {spec.lab_id}`.")
     return 0
 
 
 def cmd_release(args) -> int:
     from kernellab.release import release
 
-    status, msgs = release(Path(args.root) if args.root else _project_root(), check=args.check)
+    status, msgs = release(Path(args.root) if args.root else _project_root(), check=args.check,
+                           force=args.force)
     for m in msgs:
         print(m)
     return status
@@ -61,9 +101,55 @@ def cmd_coverage(args) -> int:
         print(coverage.markdown())
         return 0
     root = Path(args.root) if args.root else _project_root()
-    status, msg = coverage.update_readme(root / "README.md", check=args.check)
+    target = root / COVERAGE_DOC
+    if not target.is_file():
+        print(f"kernellab coverage: {target} not found (it holds the matrix between the "
+              f"markers {coverage.BEGIN} ... {coverage.END})", file=sys.stderr)
+        return 2
+    status, msg = coverage.update_readme(target, check=args.check)
     print(msg)
     return status
+
+
+def _submissions(args, spec) -> list[str] | None:
+    """The paths to grade: those given, else the student's copy ``work/<notebook>``. None (and
+    a message) when there is no copy yet."""
+    from kernellab import workspace
+
+    root = _project_root()
+    if args.submission:
+        labs = (root / workspace.LAB_DIR).resolve()
+        for sub in args.submission:
+            if not args.quiet and Path(sub).resolve().parent == labs:
+                print(f"kernellab grade: note: {sub} is the course's copy, which `kernellab "
+                      "release` and `git pull` may replace; work in your own: `kernellab start "
+                      f"{spec.lab_id}`", file=sys.stderr)
+        return list(args.submission)
+    path = workspace.work_path(root, spec.notebook)
+    rel = workspace.relative(Path.cwd(), path)
+    if not path.is_file():
+        print(f"kernellab grade: no {workspace.relative(root, path)} yet: run `kernellab start "
+              f"{spec.lab_id}` first, or give the notebook's path", file=sys.stderr)
+        return None
+    if not args.quiet:
+        print(f"kernellab grade: grading {rel} (your copy; give a path to grade another file)",
+              file=sys.stderr)
+    return [rel]
+
+
+def _csv_problem(args, subs: list[str]) -> str | None:
+    """Why ``--csv FILE`` must not be written (it would replace a notebook, a .py or one of the
+    submissions), or None."""
+    if not args.csv:
+        return None
+    target = Path(args.csv)
+    if target.suffix.lower() in (".ipynb", ".py") or any(
+            target.resolve() == Path(s).resolve() for s in subs):
+        return (f"--csv {args.csv} would write over a notebook or source file; give a new "
+                "file name ending in .csv")
+    if target.is_dir():
+        return f"--csv {args.csv} is a folder; give a file name ending in .csv"
+    return None
 
 
 def cmd_grade(args) -> int:
@@ -85,8 +171,15 @@ def cmd_grade(args) -> int:
     except (UnknownLab, ValueError) as exc:
         print(f"kernellab grade: {exc}", file=sys.stderr)
         return 2
+    subs = _submissions(args, spec)
+    if subs is None:
+        return 2
+    problem = _csv_problem(args, subs)
+    if problem:
+        print(f"kernellab grade: {problem}", file=sys.stderr)
+        return 2
     reports, status = [], 0
-    for sub in args.submission:
+    for sub in subs:
         progress = None if (args.json or args.quiet) else (
             lambda m: print(f"  … {m}", file=sys.stderr, flush=True))
         try:
@@ -105,7 +198,7 @@ def cmd_grade(args) -> int:
             status = 1
         if not args.json:
             print(rep.to_text())
-            if len(args.submission) > 1:
+            if len(subs) > 1:
                 print("=" * 78)
     if args.json:
         data = [r.to_dict() for r in reports]
@@ -124,40 +217,89 @@ def cmd_grade(args) -> int:
     return status
 
 
+EPILOG = """\
+students: `kernellab list` shows the labs in course order; `kernellab start LAB` copies one
+  into work/ (your copy: git ignores it and course updates never touch it); open it in
+  JupyterLab (`make lab`) and fill it in; `kernellab grade LAB` grades it.
+instructors: `release` regenerates labs/ from solutions/; `coverage` keeps the dtype-coverage
+  matrix of docs/grading.md.
+`kernellab COMMAND -h` explains a command."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernellab", description="Kernel Lab: course runtime and "
-                                "autograder for deep-learning operator engineering")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("doctor", help="print the device tier, versions, BLAS kernel, CPU and its measured and nominal peak")
-    d.add_argument("--json", action="store_true")
+                                "autograder for deep-learning operator engineering",
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", title="commands", metavar="COMMAND")
+    d = sub.add_parser("doctor", help="check the set-up: device tier, versions, BLAS kernel, "
+                       "CPU and its measured and nominal peak")
+    d.add_argument("--json", action="store_true", help="print the facts as JSON")
     d.set_defaults(func=cmd_doctor)
-    ls = sub.add_parser("list", help="list the labs")
+    ls = sub.add_parser("list", help="the labs in course order: tier, the chapter each follows, "
+                        "your copy in work/")
     ls.set_defaults(func=cmd_list)
-    g = sub.add_parser("grade", help="grade a lab notebook or .py submission")
+    st = sub.add_parser("start", help="copy a lab into work/ to fill in (never overwrites your "
+                        "copy)", description="Copy labs/NN.ipynb to work/NN.ipynb, your copy: "
+                        "git ignores work/, and `git pull` or `kernellab release` never touch "
+                        "it. An existing copy is left as it is.")
+    st.add_argument("lab", help="lab id (see `kernellab list`)")
+    st.set_defaults(func=cmd_start)
+    g = sub.add_parser("grade", help="grade your copy work/NN.ipynb (or the files given)",
+                       description="Grade a lab: your copy work/NN.ipynb when no file is given, "
+                       "else each notebook (.ipynb) or .py file given (a class: several files, "
+                       "one report each; --csv for the scores).")
     g.add_argument("lab", help="lab id (see `kernellab list`)")
-    g.add_argument("submission", nargs="+", help="lab notebook(s) (.ipynb) or .py file(s)")
+    g.add_argument("submission", nargs="*", help="lab notebook(s) (.ipynb) or .py file(s) "
+                   "(default: work/NN.ipynb, made by `kernellab start LAB`)")
     g.add_argument("--json", action="store_true", help="print the report as JSON")
     g.add_argument("--hidden", metavar="FILE", help="instructor's hidden-case JSON file")
-    g.add_argument("--csv", metavar="FILE", help="write one row of scores per submission")
-    g.add_argument("--no-perf", action="store_true", help="correctness only")
-    g.add_argument("--quiet", action="store_true", help="no progress lines")
+    g.add_argument("--csv", metavar="FILE", help="also write one row of scores per submission "
+                   "to FILE (a .csv; replaced if it exists)")
+    g.add_argument("--no-perf", action="store_true", help="correctness only: skip the "
+                   "performance phase (faster); the score is then out of the correctness "
+                   "points and PASS means every case passed")
+    g.add_argument("--quiet", action="store_true", help="no progress lines on stderr while "
+                   "grading (the report is printed as usual)")
     g.set_defaults(func=cmd_grade)
-    r = sub.add_parser("release", help="regenerate labs/ from solutions/")
-    r.add_argument("--check", action="store_true", help="only verify labs/ is up to date")
+    r = sub.add_parser("release", help="instructors: regenerate labs/ from solutions/ (refuses "
+                       "to overwrite a lab edited by hand)",
+                       description="Instructors: regenerate labs/ from solutions/. A lab "
+                       "notebook edited by hand (e.g. filled in by a student in place) is left "
+                       "unchanged, exit 1, unless --force.")
+    r.add_argument("--check", action="store_true", help="only verify labs/ is up to date "
+                   "(writes nothing)")
+    r.add_argument("--force", action="store_true", help="overwrite labs edited by hand too")
     r.add_argument("--root", help="course checkout (default: current directory)")
     r.set_defaults(func=cmd_release)
-    c = sub.add_parser("coverage", help="the labs' dtype-coverage matrix (from the lab specs)")
-    c.add_argument("--write", action="store_true", help="write it into README.md")
-    c.add_argument("--check", action="store_true", help="only verify README.md's copy")
+    c = sub.add_parser("coverage", help="instructors: the labs' dtype-coverage matrix (from the "
+                       f"lab specs; --write/--check {COVERAGE_DOC})")
+    c.add_argument("--write", action="store_true", help=f"write it into {COVERAGE_DOC}")
+    c.add_argument("--check", action="store_true", help=f"only verify {COVERAGE_DOC}'s copy")
     c.add_argument("--root", help="course checkout (default: current directory)")
     c.set_defaults(func=cmd_coverage)
     return p
 
 
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``kernellab coverage | head -1``): stop quietly, as a
+    tool killed by SIGPIPE would (Python docs, "Note on SIGPIPE" in the signal module)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush must not fail again
+    return 141
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.cmd is None:
+        parser.print_help()
+        return 0
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        return _stdout_closed()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
