@@ -130,14 +130,28 @@ def make_lab(solution_nb):
 
 def submission_source(path: str | Path) -> str:
     """The code the grader runs: a ``.py`` file as it is, or a notebook's ``solution`` cells in
-    order (IPython magics and shell lines commented out).
+    order (IPython magics and shell lines commented out). :func:`submission_origins` says where
+    each of its lines came from.
 
     Raises NotebookError when a notebook has no cell tagged ``solution``.
     """
+    return submission_origins(path)[0]
+
+
+#: a line of the graded code: (notebook cell, solution cell, line in that cell, the line as the
+#: student wrote it); numbers 1-based, the notebook cell counted over all its cells
+Origin = tuple[int, int, int, str]
+
+
+def submission_origins(path: str | Path) -> tuple[str, list[Origin | None] | None]:
+    """``(code, origins)``: the code :func:`submission_source` returns and, for a notebook, one
+    entry per line of it (``origins[n - 1]`` for line ``n``): an :data:`Origin`, or None for
+    the blank line that separates two cells. For a ``.py`` file ``origins`` is None (its lines
+    are its own). Raises NotebookError as :func:`submission_source` does."""
     path = Path(path)
     if path.suffix != ".ipynb":
         try:  # utf-8-sig: a byte-order mark (Windows editors) is not part of the code
-            return path.read_bytes().decode("utf-8-sig")
+            return path.read_bytes().decode("utf-8-sig"), None
         except UnicodeDecodeError as exc:
             raise NotebookError(f"{path}: not UTF-8 text (byte {exc.start}): save it as UTF-8"
                                 ) from None
@@ -145,18 +159,25 @@ def submission_source(path: str | Path) -> str:
     cells = nb.get("cells")
     if not isinstance(cells, list):
         raise NotebookError(f"{path}: not a readable Jupyter notebook (no list of cells)")
-    cells = [c for c in cells if is_solution_cell(c)]
-    if not cells:
+    numbered = [(i + 1, c) for i, c in enumerate(cells) if is_solution_cell(c)]
+    if not numbered:
         raise NotebookError(f"{path}: no code cell is tagged '{SOLUTION_TAG}' — the grader runs "
                             "only those cells; restore the tags from the lab notebook")
-    parts = []
-    for i, c in enumerate(cells):
+    parts: list[str] = []
+    origins: list[Origin | None] = []
+    for k, (cell_no, c) in enumerate(numbered, 1):
         src = c.get("source", "")
         if isinstance(src, list) and all(isinstance(x, str) for x in src):
             src = "".join(src)
         if not isinstance(src, str):
-            raise NotebookError(f"{path}: solution cell {i + 1} has no readable source")
+            raise NotebookError(f"{path}: solution cell {k} has no readable source")
+        raw = src.splitlines()
         lines = [("# (ipython) " + ln) if ln.lstrip().startswith(("%", "!")) else ln
-                 for ln in src.splitlines()]
+                 for ln in raw]
+        if parts:
+            origins.append(None)  # the blank line "\n\n" puts between two cells
+        origins.extend((cell_no, k, n, ln) for n, ln in enumerate(raw, 1))
+        if not raw:  # an empty cell still takes one (empty) line of the joined text
+            origins.append(None)
         parts.append("\n".join(lines))
-    return "\n\n".join(parts) + "\n"
+    return "\n\n".join(parts) + "\n", origins
