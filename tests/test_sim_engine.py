@@ -963,6 +963,51 @@ def test_tiled_reduction_missing_barrier_is_a_race():
     np.testing.assert_array_equal(out, x.reshape(4, 64).sum(axis=1))
 
 
+
+def test_race_message_names_the_interval_and_where_the_barrier_goes():
+    """The issue: a race names both accesses, their barrier interval and where a
+    syncthreads() must go. Straight-line code: after the write, before the read; a tree whose
+    levels share one interval: the read is in a later pass of the loop, the barrier at the
+    end of the loop body."""
+    x = np.arange(64, dtype=np.float32)
+    msg = fails(RaceError, "race", k_stencil, 2, 32, x, np.zeros(64, np.float32), 0)
+    assert "both in a block that reaches no syncthreads()" in msg, msg
+    assert (f"A syncthreads() is needed after the write at line {line('st_w')}, before the "
+            f"read at line {line('st_r')}") in msg, msg
+    msg = fails(RaceError, "race", k_block_sum, 4, 64, np.arange(256, dtype=np.float32),
+                np.zeros(4, np.float32), 0)
+    assert "both after the block's last syncthreads() (the 1st, line " in msg, msg
+    assert "the read is in a later pass" in msg and "of the loop" in msg, msg
+    assert (f"A syncthreads() is needed after the write at line {line('red')}, before the "
+            f"loop's next read at line {line('red')} \u2014 at the end of the loop body") in msg
+
+
+@cuda.jit
+def k_tiles_no_second_sync(x, out):
+    s = cuda.shared.array(32, float32)
+    t = cuda.threadIdx.x
+    acc = float32(0.0)
+    for k0 in range(0, x.shape[0], 32):
+        s[t] = x[k0 + t]  # @tile_w
+        cuda.syncthreads()  # @tile_sync
+        acc += s[(t + 1) % 32]  # @tile_r
+    out[t] = acc
+
+
+def test_race_across_loop_passes_names_the_next_pass():
+    """The read of this pass against the next pass's write, with the one barrier of the loop
+    between the write and the read: both in the interval between its 1st and 2nd passes."""
+    msg = fails(RaceError, "race", k_tiles_no_second_sync, 1, 32,
+                np.arange(64, dtype=np.float32), np.zeros(32, np.float32))
+    assert f"both after 1 syncthreads() and before the 2nd (both at line {line('tile_sync')})" \
+        in msg, msg
+    assert "the write is in the next pass of the loop" in msg, msg
+    assert (f"A syncthreads() is needed after the read at line {line('tile_r')}, before the "
+            f"loop's next write at line {line('tile_w')} \u2014 at the end of the loop body") \
+        in msg, msg
+    assert msg.index("read by") < msg.index("write by"), msg     # in program order
+
+
 @cuda.jit
 def k_write_write(out, writers):
     s = cuda.shared.array(1, int32)
@@ -1464,7 +1509,7 @@ def k_bank(out, stride):
     for k in range(32):
         s[k * 32 + t] = k
     cuda.syncthreads()
-    out[t] = s[(t * stride) % 1024]
+    out[t] = s[(t * stride) % 1024]  # @bank_r
 
 
 @pytest.mark.parametrize("stride,waves", [(1, 1), (2, 2), (4, 4), (32, 32), (0, 1), (33, 1)])
@@ -1475,6 +1520,48 @@ def test_shared_bank_conflicts(stride, waves):
     assert c["shared_store_requests"] == 32 and c["shared_store_wavefronts"] == 32
     assert c["shared_load_requests"] == 1 and c["shared_load_wavefronts"] == waves
     assert c["shared_bytes_per_block"] == 4096 and c["barriers"] == 1
+
+
+
+@pytest.mark.parametrize("stride,degree", [(1, 1), (2, 2), (16, 16), (32, 32), (0, 1), (33, 1)])
+def test_shared_bank_conflicts_per_site(stride, degree):
+    """``sites=True``: per shared access site, requests, wavefronts, the conflict-free
+    wavefronts the same requests need (ceil(distinct words / 32)) and the worst request's,
+    summing to the launch's counters."""
+    out = np.zeros(32, np.float32)
+    st = run(k_bank, 1, 32, out, stride, sites=True)
+    got = {(r["kind"], r["array"]): r for r in st.shared_sites}
+    load, store = got["load", "s"], got["store", "s"]
+    assert load["line"] == line("bank_r") and load["where"] == f"line {line('bank_r')}"
+    assert (load["requests"], load["wavefronts"], load["ideal_wavefronts"],
+            load["worst_wavefronts"]) == (1, degree, 1, degree)
+    assert (store["requests"], store["wavefronts"], store["ideal_wavefronts"]) == (32, 32, 32)
+    c = st.counters
+    assert sum(r["wavefronts"] for r in st.shared_sites) == (c["shared_load_wavefronts"]
+                                                             + c["shared_store_wavefronts"])
+    assert run(k_bank, 1, 32, out, stride).shared_sites is None
+
+
+@cuda.jit
+def k_bank_blocks(out, stride):
+    s = cuda.shared.array(1024, float32)
+    t = cuda.threadIdx.x
+    for k in range(32):
+        s[k * 32 + t] = k
+    cuda.syncthreads()
+    out[cuda.grid(1)] = s[(t * stride) % 1024]
+
+
+def test_shared_sites_of_blocks_with_one_log_are_counted_once_a_block():
+    """Blocks with identical shared-memory logs reuse the first one's analysis (the memo):
+    their per-site rows are added as well."""
+    out = np.zeros(128, np.float32)
+    one = run(k_bank_blocks, 1, 32, out, 16, sites=True).shared_sites
+    four = run(k_bank_blocks, 4, 32, out, 16, sites=True).shared_sites
+    assert len(one) == len(four) == 2
+    for a, b in zip(one, four):
+        assert b["requests"] == 4 * a["requests"] and b["wavefronts"] == 4 * a["wavefronts"]
+        assert b["worst_wavefronts"] == a["worst_wavefronts"]
 
 
 @cuda.jit

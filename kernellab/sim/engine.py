@@ -55,6 +55,9 @@ How a launch runs
   tiled kernel. When a race or uninitialised read is found, the launch is run again from a copy
   of its arguments with each access's source instruction logged too, so that the error can name
   the lines (errors are rare; logging lines on every access would double the log's cost).
+  A race names both accesses in program order, their barrier interval (how many
+  ``syncthreads`` the block had passed, and the lines of the barriers around it), whether a
+  loop took the second access to a later pass, and where a ``syncthreads`` must go.
   ``checks="fast"`` skips the log altogether: bounds, poison and divergence checks stay, the race
   detector and the counters go.
 
@@ -173,7 +176,8 @@ def configure(**opts) -> dict:
     ``executor`` ("kernellab" or "stock"), ``race_check`` (bool), ``gpu_compile`` (bool: compile
     each kernel to PTX once per signature, :mod:`kernellab.sim.ptx`), ``shuffle`` (None or an
     int seed), ``watchdog_s`` (float seconds per launch), ``sites`` (bool: log each access's
-    source instruction and report per-site global traffic, ``LaunchStats.sites``; about 1.4x
+    source instruction and report per-site global traffic, ``LaunchStats.sites``, and shared
+    requests and wavefronts, ``LaunchStats.shared_sites``; about 1.4x
     the logging cost, so off unless a grader asks). Raises ``ValueError`` for an unknown
     option or executor.
     """
@@ -890,6 +894,12 @@ class _Launch:
         self.local_threads = []     # per thread with local arrays: [(nbytes, stored bytes)]
         self.site_acc = {}          # mode 2: (site, array id * 2 + is_write) -> global traffic
         self.sites = None
+        # mode 2: (site, array id * 2 + is_write) -> [array name, shared requests, wavefronts,
+        # conflict-free wavefronts, worst request's wavefronts]
+        self.shared_site_acc = {}
+        self.shared_sites = None
+        self.shared_rows = None     # what the last _count added to shared_site_acc (memo)
+        self.bar_sites = []         # the running block's barriers, in order: (code, offset)
         # the busiest block's work: the most global sectors, shared wavefronts and barriers
         # one block had (each a maximum over the blocks on its own)
         self.block_max = dict.fromkeys(BLOCK_MAX_KEYS, 0)
@@ -1092,19 +1102,23 @@ class _Launch:
                 if hit is not None and np.array_equal(hit[0], k) and np.array_equal(hit[1], meta_):
                     for name, v in hit[2].items():
                         self.counters[name] += v
+                    if hit[3]:
+                        self._add_shared_rows(hit[3])
                     continue
                 memo_arrays = (k, meta_)
                 before = {n_: self.counters[n_] for n_ in SHARED_KEYS}
+            self.shared_rows = None
             self._count(k, t, b, i, st)
             if _OPTS["race_check"]:
-                self._races(k, t, b, i, w, st)
+                self._races(k, t, b, i, w, st, e)
             if not glob:
                 self._uninitialised(k, t, b, e, st)
             if memo_key is not None:
                 if len(self.memo) >= MEMO_ENTRIES:
                     self.memo.pop(next(iter(self.memo)))
                 self.memo[memo_key] = memo_arrays + (
-                    {n_: self.counters[n_] - before[n_] for n_ in SHARED_KEYS},)
+                    {n_: self.counters[n_] - before[n_] for n_ in SHARED_KEYS},
+                    self.shared_rows)
         self.block_start_flush = False
         return bool(((key >> W_SHIFT) & 1).any())
 
@@ -1161,6 +1175,8 @@ class _Launch:
                         bm[(o[sel] + root.itemsize - 1) // SECTOR] = True
         if (~isg).any():
             sa, sr, si = addr[~isg], rinv[~isg], isz[~isg]
+            if site is not None:
+                self._count_shared_sites(sa, sr, si, site[~isg], req_ak, aid[~isg])
             word = sa // BANK_BYTES
             if (si > BANK_BYTES).any():     # 8/16-byte elements occupy consecutive words
                 wide = si > BANK_BYTES
@@ -1223,6 +1239,56 @@ class _Launch:
             got = acc.get(site_ak)
             row = [int(x[k]) for x in sums]
             acc[site_ak] = row if got is None else [a + b for a, b in zip(got, row)]
+
+    def _count_shared_sites(self, sa, sr, si, ssite, req_ak, said):
+        """Per access site and shared array: requests, wavefronts, the wavefronts the same
+        requests need without bank conflicts (ceil(distinct 4-byte words / 32) each), and the
+        worst request's wavefronts. A site's request is the accesses of one warp-level request
+        made from that site (as :meth:`_count_sites`). Mode 2 only: the bank-conflict detail
+        of a speed rule (CUDA C++ Programming Guide, "Shared Memory" of compute capability
+        5.x+: an n-way conflict takes n wavefronts where one would do)."""
+        us, sinv = _dense(ssite)
+        usub, subinv = _dense(sr * len(us) + sinv)
+        nsub = len(usub)
+        first = np.zeros(nsub, np.int64)        # an access of each sub-request: its array
+        first[subinv] = np.arange(len(subinv))
+        word = sa // BANK_BYTES
+        if (si > BANK_BYTES).any():     # 8/16-byte elements occupy consecutive words
+            wide = si > BANK_BYTES
+            extra_s = [subinv[wide & (si > BANK_BYTES * k)] for k in range(1, 4)]
+            extra_w = [word[wide & (si > BANK_BYTES * k)] + k for k in range(1, 4)]
+            subinv = np.concatenate([subinv] + extra_s)
+            word = np.concatenate([word] + extra_w)
+        uw = _uniq((subinv << 34) | word)
+        owner = uw >> 34
+        bank = (uw & ((1 << 34) - 1)) % BANKS
+        per_bank = np.bincount(owner * BANKS + bank, minlength=nsub * BANKS)
+        waves = per_bank.reshape(nsub, BANKS).max(axis=1)
+        ideal = -(-np.bincount(owner, minlength=nsub) // BANKS)
+        sub_ak = req_ak[usub // len(us)]
+        sub_site = us[usub % len(us)]
+        nak = int(sub_ak.max()) + 1
+        ukey, kinv = _dense(sub_site * nak + sub_ak)
+        sums = [np.bincount(kinv, weights=w, minlength=len(ukey)).astype(np.int64)
+                for w in (None, waves, ideal)]
+        worst = np.zeros(len(ukey), np.int64)
+        np.maximum.at(worst, kinv, waves)
+        k_aid = np.zeros(len(ukey), np.int64)
+        k_aid[kinv] = said[first]
+        rows = {}
+        for k, key_ in enumerate(ukey.tolist()):
+            rows[(key_ // nak, key_ % nak)] = [str(self.roots[int(k_aid[k])].name),
+                                               int(sums[0][k]), int(sums[1][k]),
+                                               int(sums[2][k]), int(worst[k])]
+        self.shared_rows = rows
+        self._add_shared_rows(rows)
+
+    def _add_shared_rows(self, rows):
+        acc = self.shared_site_acc
+        for site_ak, row in rows.items():
+            got = acc.get(site_ak)
+            acc[site_ak] = list(row) if got is None else [
+                got[0], got[1] + row[1], got[2] + row[2], got[3] + row[3], max(got[4], row[4])]
 
     def _canonical(self, site):
         """Map each site to the offset of its instruction: CPython 3.11's specialising
@@ -1294,7 +1360,7 @@ class _Launch:
                 "written (shared memory starts uninitialised on a GPU; the sim tier "
                 "fills it with NaN / bytes 0xCD)")
 
-    def _races(self, key, tid, blin, iv, wep, site):
+    def _races(self, key, tid, blin, iv, wep, site, epoch):
         addr_id = key & ~(WRITE_BIT | ATOMIC_BIT)   # array id and offset
         isw = ((key >> W_SHIFT) & 1).astype(np.bool_)
         isa = ((key >> OFF_BITS) & 1).astype(np.bool_)
@@ -1312,7 +1378,7 @@ class _Launch:
                     cand = np.intersect1d(cand, adiv[~isa])
                 if len(cand):
                     self._check_candidates(cand, adiv, addr_id, tid, blin, wep, site, isw,
-                                           isa)
+                                           isa, (iv, epoch))
         # across blocks: blocks are unordered, so an address one block writes must not be
         # touched by another block of the same launch
         aid = addr_id >> AID_SHIFT
@@ -1369,7 +1435,8 @@ class _Launch:
                 root.first[uo[new]] = np.stack([blin[gk], tid[gk], site[gk],
                                                 isw[gk].astype(np.int64)], axis=1)
 
-    def _check_candidates(self, cand, adiv, addr_id, tid, blin, wep, site, isw, isa=None):
+    def _check_candidates(self, cand, adiv, addr_id, tid, blin, wep, site, isw, isa=None,
+                          ivs=None):
         sel = np.flatnonzero(np.isin(adiv, cand))
         sel = sel[np.argsort(adiv[sel], kind="stable")]
         groups = {}
@@ -1401,16 +1468,83 @@ class _Launch:
                     root = self.roots[a >> AID_SHIFT]
                     sp = "global" if root.space == "g" else "shared"
                     self._race(root, sp, a & OFF_MASK, (t1, w1, site[k1]),
-                               (t2, w2, site[k2]), int(blin[k1]))
+                               (t2, w2, site[k2]), int(blin[k1]),
+                               None if ivs is None else (k1, k2, tid, site, *ivs))
 
-    def _race(self, root, sp, off, a1, a2, blin):
+    def _race(self, root, sp, off, a1, a2, blin, where=None):
+        """Raise the RaceError of two accesses ``a1``, ``a2`` = (tid, is_write, site) to one
+        element in one barrier interval. ``where`` = (k1, k2, tid, site, iv, epoch): their
+        indices in the analysed batch and its per-access arrays, to tell which access comes
+        first in program order, whether a loop took the second one round to a later pass,
+        and so where a syncthreads() must go."""
         def who(a):
             return (f"{'write' if a[1] else 'read'} by tid={_idx_str(self.thread_idx(a[0]))} at "
                     f"{self.site_where(a[2])}")
-        raise RaceError(
-            f"ctaid={_idx_str(self.block_idx(blin))}: race on {sp} array {root.name}"
-            f"{_unravel(root, off)} (byte address {root.base + off * root.itemsize:#x}): "
-            f"{who(a1)} and {who(a2)}, with no syncthreads() between them")
+        head = (f"ctaid={_idx_str(self.block_idx(blin))}: race on {sp} array {root.name}"
+                f"{_unravel(root, off)} (byte address {root.base + off * root.itemsize:#x}): ")
+        if where is None:
+            raise RaceError(f"{head}{who(a1)} and {who(a2)}, with no syncthreads() between them")
+        k1, k2, tid, site, iv, epoch = where
+        first, _, passes = self._program_order(k1, k2, tid, site, iv)
+        if first == k2:
+            a1, a2 = a2, a1
+        ep = int(epoch[k1])
+        raise RaceError(f"{head}{who(a1)} and {who(a2)}, {self._interval(ep)}: "
+                        + _barrier_advice(self, a1, a2, passes))
+
+    def _interval(self, ep):
+        """Where barrier interval ``ep`` (the count of syncthreads() the block had passed) lies,
+        in words, with the lines of the barriers that open and close it."""
+        bars = self.bar_sites
+
+        def at(n):      # the n-th barrier of the block (1-based)
+            return self.code_where(*bars[n - 1])
+        if not bars:
+            return "both in a block that reaches no syncthreads()"
+        if ep == 0:
+            return f"both before the block's first syncthreads() ({at(1)})"
+        if ep == len(bars):
+            return f"both after the block's last syncthreads() (the {_ordinal(ep)}, {at(ep)})"
+        o, c = at(ep), at(ep + 1)
+        if o == c:
+            return (f"both after {ep} syncthreads() and before the {_ordinal(ep + 1)} (both "
+                    f"at {o})")
+        return (f"both after {ep} syncthreads() (the last at {o}) and before the "
+                f"{_ordinal(ep + 1)} ({c})")
+
+    def code_where(self, code, lasti):
+        """``line N`` (the kernel's own code) or ``line N of FN`` (a device function)."""
+        line = _line_of(code, lasti)
+        return f"line {line}" if code is self.kcode else f"line {line} of {code.co_name}"
+
+    def _program_order(self, k1, k2, tid, site, iv):
+        """(first, second, passes) for accesses ``k1``, ``k2`` of one barrier interval, in
+        program order. Each access is placed by (c, its position in the code), c = how many
+        times its thread had come back (a loop's back edge) to or before the earlier of the
+        two positions since the interval began; ``passes`` = how many such passes of a loop
+        separate the second from the first (0: the same pass, straight-line code). Accesses
+        in two functions: as given, 0."""
+        s1, s2 = int(site[k1]), int(site[k2])
+        if s1 >> 24 != s2 >> 24:
+            return k1, k2, 0
+        cid = s1 >> 24
+
+        def pos(s):
+            return (self.site_line(s) << 24) | (s & 0xFFFFFF)
+        x = min(pos(s1), pos(s2))
+        same = np.flatnonzero((iv == iv[k1]) & ((site >> 24) == cid))
+
+        def placed(k):
+            mine = same[tid[same] == tid[k]]
+            mine = mine[mine <= k]
+            u, inv = np.unique(site[mine], return_inverse=True)
+            ps = np.array([pos(int(v)) for v in u.tolist()], np.int64)[inv.ravel()]
+            crossings = int(((ps[:-1] > x) & (ps[1:] <= x)).sum())
+            return crossings, pos(int(site[k]))
+        c1, c2 = placed(k1), placed(k2)
+        if c2 < c1:
+            k1, k2, c1, c2 = k2, k1, c2, c1
+        return k1, k2, c2[0] - c1[0]
 
     def _cross_block_race(self, root, off, tid, site, what, blin, other=None):
         t = self.thread_idx(int(tid))
@@ -1431,7 +1565,9 @@ class _Launch:
             f"{root.base + off * root.itemsize:#x}): {what} by tid={_idx_str(t)} "
             f"ctaid={_idx_str(self.block_idx(blin))} at {self.site_where(site)} and {by}"
             f"{both}. Blocks run in no fixed order and cannot synchronise with each other "
-            "inside one launch")
+            "inside one launch: no syncthreads() can order these two accesses (it orders the "
+            "threads of one block); each block must store only the part of the output it "
+            "owns, or the work that needs another block's result goes in a later launch")
 
     def block_idx(self, blin):
         gx, gy, _ = self.grid
@@ -1472,10 +1608,43 @@ class _Launch:
                 "array": str(self.roots[ak >> 1].name), "kind": "store" if ak & 1 else "load",
                 "requests": r, "bytes_moved": m, "bytes_asked": a, "bytes_used": u,
             } for (st, ak), (r, m, a, u) in sorted(self.site_acc.items())]
+            self.shared_sites = [{
+                "where": self.site_where(st), "line": self.site_line(st), "array": name,
+                "kind": "store" if ak & 1 else "load", "requests": r, "wavefronts": w,
+                "ideal_wavefronts": i, "worst_wavefronts": x,
+            } for (st, ak), (name, r, w, i, x) in sorted(self.shared_site_acc.items())]
 
 
 _line_cache: dict = {}
 _name_cache: dict = {}
+
+
+def _ordinal(n: int) -> str:
+    n = int(n)
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _barrier_advice(launch, a1, a2, passes):
+    """Where a syncthreads() must go to order access ``a1`` before ``a2`` ((tid, is_write,
+    site), ``a1`` first in program order, ``passes`` passes of a loop apart), in words."""
+    k1, k2 = ("write" if a1[1] else "read"), ("write" if a2[1] else "read")
+    w1, w2 = launch.site_where(a1[2]), launch.site_where(a2[2])
+    if int(a1[2]) == int(a2[2]):
+        return (f"two threads {k1} the element from one instruction with no syncthreads() "
+                "between them; check how the index maps threads to elements (each should "
+                f"own its own), or separate the two {k1}s by a syncthreads()")
+    if passes:
+        when = "the next pass" if passes == 1 else f"a later pass ({passes} passes on)"
+        return (f"the {k2} is in {when} of the loop, and no syncthreads() separates it from "
+                f"the {k1} of the earlier pass. A syncthreads() is needed after the {k1} at "
+                f"{w1}, before the loop's next {k2} at {w2} \u2014 at the end of the loop body")
+    if w1 == w2:
+        return (f"no syncthreads() separates the {k1} from the {k2} on the same line. A "
+                f"syncthreads() is needed between them: {k1} into a variable, syncthreads(), "
+                f"then {k2}")
+    return (f"no syncthreads() comes between them. A syncthreads() is needed after the {k1} at "
+            f"{w1}, before the {k2} at {w2}")
 
 
 def _assigned_name(code, lasti):
@@ -1623,6 +1792,7 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
     launch.block_roots = []
     launch.roots = list(launch.groots)      # shared arrays' ids are reused block to block
     launch.epoch = 0
+    launch.bar_sites = []
     launch.block_start_flush = True
     launch.block_open = True
     launch.block_event0 = launch.nwevents
@@ -1774,6 +1944,7 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
         for t in at_bar:
             if t.log:
                 launch.close(t)
+        launch.bar_sites.append((code0, lasti0))
         launch.epoch += 1
         progress = True
         if launch.pending > BLOCK_CAP:
@@ -2168,6 +2339,7 @@ def _launch_once(kernel, args):
     stats.arrays = L.arrays
     stats.shuffle_warps = len(L.shuffle_warps)
     stats.sites = L.sites
+    stats.shared_sites = L.shared_sites
     stats.block_max = dict(L.block_max)
     stats.outside = outside
     for cap in _listeners:
@@ -2604,7 +2776,12 @@ class LaunchStats:
     source instruction -- and array: ``where`` ("line 12", "line 3 of dev"), ``line``,
     ``array``, ``kind`` (load/store; atomics: store), ``requests``, ``bytes_moved`` (32 per
     sector), ``bytes_asked`` and ``bytes_used``: the bytes asked, capped per request at the
-    bytes its sectors moved) and ``block_max`` (the busiest block's work, each a maximum over
+    bytes its sectors moved), ``shared_sites`` (likewise per shared access site and array:
+    ``where``, ``line``, ``array``, ``kind``, ``requests``, ``wavefronts``,
+    ``ideal_wavefronts`` -- what the same requests need without bank conflicts,
+    ceil(distinct 4-byte words / 32) each -- and ``worst_wavefronts``, the most one request
+    took; wavefronts / ideal_wavefronts is the site's bank-conflict degree) and
+    ``block_max`` (the busiest block's work, each a maximum over
     the blocks: ``global_sectors``, ``shared_wavefronts``, ``barriers``; zeros with
     ``checks="fast"``, which counts no traffic, except barriers))."""
 
@@ -2619,6 +2796,7 @@ class LaunchStats:
         self.shuffle_warps = 0
         self.outside = []
         self.sites = None
+        self.shared_sites = None
         self.block_max = None
 
     def __repr__(self):
