@@ -1,4 +1,5 @@
-# Kernel Lab — two commands: `make lab` runs the course, `make test` runs the whole suite.
+# Kernel Lab — `make lab` runs the course (JupyterLab opens START_HERE.md), `make check` says in
+# under a minute whether the set-up works, `make test` runs the whole suite.
 # Each creates .venv if missing and installs what it needs.
 
 PYTHON ?= python3
@@ -17,7 +18,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 LAB_PORT ?= 8888
 LAB_ARGS ?=
 
-.PHONY: lab test bench bench-sim bench-npu gpu-check release install clean
+.PHONY: lab check test bench bench-sim bench-npu gpu-check release install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,9 +29,22 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-lab: $(STAMP)
+# JupyterLab opens on START_HERE.md, shown rendered: the course's default viewer for Markdown
+# (app-level settings of this .venv only; a user's own settings still win; never rewritten).
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
+
+$(LAB_SETTINGS): | $(STAMP)
+	@mkdir -p $(@D)
+	@test -e $@ || printf '%s\n' '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Markdown Preview"}}}' > $@
+
+lab: $(STAMP) $(LAB_SETTINGS)
 	$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(LAB_PORT) $(ROOT_FLAG) \
-	    --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS)
+	    --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/START_HERE.md $(LAB_ARGS)
+
+# The smoke run (kernellab/smoke.py): installed and importable, chapter 1's first cell in a
+# Jupyter kernel, one lab's solution graded; one line of verdict, non-zero on failure.
+check: $(STAMP)
+	@$(PY) -m kernellab.smoke
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist), one test file per worker at a time
 # (--dist loadfile keeps a notebook's cells, and a file's module fixtures, in one process).

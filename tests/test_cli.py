@@ -121,3 +121,15 @@ def test_a_closed_pipe_ends_quietly():
         os.close(w)
     assert p.returncode == 141, p.stderr
     assert p.stderr == ""
+
+
+def test_make_check_names_the_step_that_failed(monkeypatch, capsys):
+    from kernellab import smoke
+
+    monkeypatch.setattr(smoke, "check_chapter_cell", lambda: "chapter cell ran")  # needs a kernel
+    monkeypatch.setattr(grader.runner, "grade", lambda lab, sub, **kw: Report.start(
+        get_spec_class(lab)(), str(sub)).finish())  # a grading in which no case passed
+    assert smoke.main() == 1
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"make check: FAIL at grading: the {smoke.LAB} solution did not pass")
+    assert len(out.splitlines()) == 1

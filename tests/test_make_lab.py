@@ -39,9 +39,10 @@ def test_make_lab_serves_the_course(tmp_path):
             if not line and proc.poll() is not None:
                 break
             log.append(line)
-            m = re.search(rf"127\.0\.0\.1:{port}/lab\?token=([0-9a-f]+)", line)
+            m = re.search(rf"127\.0\.0\.1:{port}(/lab[^?\s]*)\?token=([0-9a-f]+)", line)
             if m:
-                token = m.group(1)
+                assert m.group(1) == "/lab/tree/START_HERE.md", line  # opens on the path
+                token = m.group(2)
                 url = f"http://127.0.0.1:{port}/api/status?token={token}"
                 for _ in range(60):  # the URL can be printed just before the socket listens
                     try:
