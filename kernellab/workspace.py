@@ -62,13 +62,18 @@ def start(root: Path, notebook: str, lab_id: str = "LAB") -> Path:
     except OSError:
         raise WorkspaceError(f"{relative(root, src)} is missing from the course checkout "
                              "(an instructor regenerates it with `kernellab release`)") from None
-    dst.parent.mkdir(parents=True, exist_ok=True)
     try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
         with open(dst, "xb") as f:
             f.write(data)
     except FileExistsError:
-        raise AlreadyStarted(f"{rel} already exists: it is your work and was left as it is"
-                             ) from None
+        if dst.is_file():
+            raise AlreadyStarted(f"{rel} already exists: it is your work and was left as it is"
+                                 ) from None
+        raise WorkspaceError(f"cannot create {rel}: {relative(root, dst.parent)} is not a "
+                             "folder") from None
+    except OSError as exc:
+        raise WorkspaceError(f"cannot create {rel}: {exc.strerror or exc}") from None
     return dst
 
 

@@ -96,3 +96,11 @@ def test_work_survives_git_pull_and_release(tmp_path):
     assert release(clone)[0] == 0
     assert (clone / "labs" / "09_t.ipynb").read_bytes() == (up / "labs" / "09_t.ipynb").read_bytes()
     assert (clone / "work" / "09_t.ipynb").read_bytes() == mine
+
+
+def test_start_where_work_is_a_file_says_so(tmp_path):
+    _course(tmp_path)
+    (tmp_path / "work").write_text("my notes")
+    with pytest.raises(workspace.WorkspaceError, match="cannot create work/09_t.ipynb"):
+        workspace.start(tmp_path, "09_t.ipynb")
+    assert (tmp_path / "work").read_text() == "my notes"
