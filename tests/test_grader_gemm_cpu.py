@@ -286,5 +286,5 @@ def test_twenty_performance_gradings_of_the_solution_in_a_row_have_no_false_fail
         session.close()
     print("smallest margin per rule over 20 gradings:", worst)
     # the thresholds claim the solution passes with a margin; the typical margin is >= 1.5x
-    # (README), the worst of 20 on a busy machine must still be clear of the line
+    # (docs/grading.md), the worst of 20 on a busy machine must still be clear of the line
     assert worst["fraction of numpy.matmul (OpenBLAS)"] > 1.1, worst

@@ -43,9 +43,9 @@ the other core absorbs the load. Threads are measured by ``make bench`` and chap
   are timed fails, and the timing points with it.
 
 Thresholds were set from measurements on the course machine (2-core AMD EPYC Zen 4, see
-``tests/test_grader_gemm_cpu.py`` and the README's benchmark table) so that the reference solution
-passes with at least a 1.5x margin and a plain unblocked ikj loop with ``prange`` fails
-(one thread, medians: solution about 0.9 of numpy, ikj about 0.3-0.4).
+``tests/test_grader_gemm_cpu.py`` and the benchmark table in docs/maintainers.md) so that the
+reference solution passes with at least a 1.5x margin and a plain unblocked ikj loop with
+``prange`` fails (one thread, medians: solution about 0.9 of numpy, ikj about 0.3-0.4).
 The submission and the naive baseline are compiled with numba's default settings, in the same
 process (chapter 1's ``fast_gemm`` codegen profile is a lesson, not a grading condition: under
 the defaults a register tile of unrolled scalars stays scalar, while a loop over a small tile
