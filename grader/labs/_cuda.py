@@ -47,7 +47,10 @@ def launch_dict(stats) -> dict:
                if getattr(stats, "block_max", None) is not None else {}),
             **({"sites": [{k: (str(v) if isinstance(v, str) else int(v)) for k, v in st.items()}
                           for st in stats.sites]}
-               if getattr(stats, "sites", None) is not None else {})}
+               if getattr(stats, "sites", None) is not None else {}),
+            **({"shared_sites": [{k: (str(v) if isinstance(v, str) else int(v))
+                                  for k, v in st.items()} for st in stats.shared_sites]}
+               if getattr(stats, "shared_sites", None) is not None else {})}
 
 
 def unchecked_problem(launches: list[dict], unchecked=()) -> str | None:
@@ -298,11 +301,32 @@ def fmt_seconds(s: float) -> str:
     return f"{s / 1e-9:.3g} ns"
 
 
+def conflict_degree(wavefronts: int, ideal: int) -> str:
+    """A bank-conflict degree in words: ``"16-way bank conflict"`` (wavefronts / the
+    conflict-free wavefronts of the same requests, 3 significant figures), or ``"no bank
+    conflict"``."""
+    if not ideal or wavefronts <= ideal:
+        return "no bank conflict"
+    return f"{wavefronts / ideal:.3g}-way bank conflict"
+
+
+def shared_ideal(launches: list[dict]) -> int | None:
+    """The conflict-free shared wavefronts of the launches' requests, from their per-site
+    counters (``shared_sites``); None when a launch has none."""
+    if any("shared_sites" not in launch for launch in launches):
+        return None
+    return sum(int(st["ideal_wavefronts"]) for launch in launches
+               for st in launch["shared_sites"])
+
+
 def traffic_summary(launches: list[dict]) -> str:
     t = total_counters(launches)
     waves = t["shared_load_wavefronts"] + t["shared_store_wavefronts"]
     reqs = t["shared_load_requests"] + t["shared_store_requests"]
+    ideal = shared_ideal(launches)
     conflict = f", {waves / reqs:.2f} wavefronts/request" if reqs else ""
+    if reqs and ideal is not None and waves > ideal:
+        conflict += f" (a {conflict_degree(waves, ideal)} on average)"
     return (f"{len(launches)} launch{'es' if len(launches) != 1 else ''}, "
             f"{t['global_load_sectors']}+{t['global_store_sectors']} global sectors "
             f"(load+store), {t['shared_load_wavefronts']}+{t['shared_store_wavefronts']} shared "
@@ -310,6 +334,64 @@ def traffic_summary(launches: list[dict]) -> str:
             + (f", a {t['local_frame_bytes']}-byte local frame a thread "
                f"({t['local_touched_bytes']} bytes stored to local memory)"
                if t["local_frame_bytes"] else ""))
+
+
+def costliest(launches: list[dict]) -> str:
+    """What cost a call the most, in words, for a failing speed rule's detail: the global
+    access site (kernel, array, line) that moved the most 32-byte sectors and its share; each
+    shared access site with a bank conflict, worst first (excess wavefronts), by array, line
+    and degree; and each kernel's local memory (its frame a thread and the bytes its threads
+    stored to it). Sites come from the launches' per-site counters
+    (``kernellab.sim.capture(sites=True)``); without them only local memory is named."""
+    parts = []
+    sites = access_sites(launches)
+    if sites and sites[0]["where"] != "the whole launch":
+        top = max(sites, key=lambda st: st["bytes_moved"])
+        parts.append(f"most global traffic: the {top['kind']} of {top['array']} at "
+                     f"{top['where']} of {top['kernel']}, {top['bytes_moved'] // 32} sectors "
+                     f"({top['share']:.0%} of the call's)")
+    acc: dict = {}
+    for launch in launches:
+        for st in launch.get("shared_sites", []):
+            key = (launch["name"], st["where"], st["array"], st["kind"])
+            got = acc.setdefault(key, [0, 0, 0, 0])
+            got[0] += int(st["requests"])
+            got[1] += int(st["wavefronts"])
+            got[2] += int(st["ideal_wavefronts"])
+            got[3] = max(got[3], int(st["worst_wavefronts"]))
+    total = sum(v[1] for v in acc.values())
+    bad = sorted(((k, v) for k, v in acc.items() if v[1] > v[2]),
+                 key=lambda kv: kv[1][2] - kv[1][1])
+    for (kernel, where, array, kind), (r, w, i, worst) in bad[:3]:
+        parts.append(f"the {kind} of {array} at {where} of {kernel}: "
+                     f"{conflict_degree(w, i)}, {w / r:.3g} wavefronts per request (worst "
+                     f"{worst}), {w / total:.0%} of the shared wavefronts")
+    if acc and not bad:
+        parts.append("no shared-memory bank conflict")
+    frames = {}
+    for launch in launches:
+        c = launch["counters"]
+        if int(c.get("local_frame_bytes", 0)):
+            f = frames.setdefault(launch["name"], [0, 0])
+            f[0] = max(f[0], int(c["local_frame_bytes"]))
+            f[1] += int(c.get("local_touched_bytes", 0))
+    for kernel, (frame, stored) in frames.items():
+        parts.append(f"local memory of {kernel}: a {frame}-byte frame a thread, {stored} bytes "
+                     "stored to it")
+    return "; ".join(parts)
+
+
+def with_costliest(rule: RuleResult, launches: list[dict]) -> RuleResult:
+    """``rule`` with, when it fails, what cost the most (:func:`costliest`) after its
+    detail."""
+    if rule.passed:
+        return rule
+    what = costliest(launches)
+    if not what:
+        return rule
+    import dataclasses
+
+    return dataclasses.replace(rule, detail=f"{rule.detail}. Where the cost is: {what}")
 
 
 def coalesced_rule(launches: list[dict], threshold: float, hint: str) -> RuleResult:

@@ -119,6 +119,7 @@ import numpy as np
 from grader.labs._cuda import (
     PROFILE, REPLAY_SLOTS, CudaLab, fmt_seconds, kernels_gate, launch_dict, modelled_seconds,
     planned_arrays_problem, total_counters, traffic_summary, with_atomic_reads, work_problem,
+    with_costliest,
 )
 from grader.labs._gemm import case_seed
 from grader.spec import (Case, CaseData, HiddenCases, Flag, OneOf, RuleResult, Whole,
@@ -578,7 +579,7 @@ class FlashAttention(CudaLab):
         dQ, dK, dV = (cuda.to_device(x) for x in (Q, K, V))
         dO = cuda.to_device(np.full(shape, np.nan, dt))
         try:
-            with sim.capture(record=True) as cap:
+            with sim.capture(record=True, sites=True) as cap:
                 fn(dQ, dK, dV, dO, causal)
         except Exception as exc:
             if isinstance(exc, (sim.SimError, NotImplementedError)):
@@ -739,24 +740,25 @@ class FlashAttention(CudaLab):
                           f"miss L1: {local_bytes} of the DRAM bytes"
                           + (" -- a per-thread row of scores is an N x N array in device "
                              "memory too" if local_bytes else ""))
-            rules.append(RuleResult(
+            rules.append(with_costliest(RuleResult(
                 "DRAM traffic / compulsory", ratio, MAX_TRAFFIC, "<=", "x",
                 ratio <= MAX_TRAFFIC,
                 f"{dram} DRAM bytes moved (each 32-byte sector once a launch) over the "
                 f"{compulsory} of reading Q, K, V and writing O once; the materialised "
                 f"attention moves {(tb['dram_read_bytes'] + tb['dram_write_bytes']) / compulsory:.1f}x"
                 f"{extra}; keep S and P on chip (registers, shared memory): no N x N array in "
-                "global memory"))
+                "global memory"), sub))
             ts = modelled_seconds(sub, 0.0, m["profile"])
             tm = modelled_seconds(base, 0.0, m["profile"])
             speedup = tm["seconds"] / ts["seconds"]
-            rules.append(RuleResult(
+            rules.append(with_costliest(RuleResult(
                 "modelled speedup over the materialised attention", speedup,
                 MIN_MODELLED_SPEEDUP, ">=", "x", speedup >= MIN_MODELLED_SPEEDUP,
                 f"{m['profile']} model, B x H x N x d = {B} x {H} x {N} x {d} {m['dtype']}, each "
                 f"grid counted as filling the GPU, launch overhead excluded: materialised "
                 f"{fmt_seconds(tm['seconds'])} ({len(base)} launches), yours "
-                f"{fmt_seconds(ts['seconds'])} ({ts['bound']}-bound; {traffic_summary(sub)})"))
+                f"{fmt_seconds(ts['seconds'])} ({ts['bound']}-bound; {traffic_summary(sub)})"),
+                sub))
         rules.append(kernels_gate("the attention was computed by kernels", work, sub,
                                   "every element of O stored and every byte of Q, K and V read "
                                   "by kernels"))

@@ -121,6 +121,7 @@ import numpy as np
 from grader.labs._cuda import (
     PROFILE, CudaLab, coalesced_fraction, coalesced_rule, fmt_seconds, kernels_gate, launch_dict,
     modelled_seconds, planned_arrays_problem, total_counters, traffic_summary, unchecked_problem,
+    with_costliest,
 )
 from grader.labs._gemm import case_seed, gemm_case_data, gemm_check, probably_correct
 from grader.spec import (Case, CaseData, HiddenCases, OneOf, RuleResult, Whole,
@@ -414,15 +415,15 @@ class GemmCUDA(CudaLab):
             tn = modelled_seconds(naive, flops, m["profile"])
             speedup = tn["seconds"] / ts["seconds"]
             eff_naive = coalesced_fraction(naive)
-            rules.append(reuse_rule(sub, n, n, n))
-            rules.append(RuleResult(
+            rules.append(with_costliest(reuse_rule(sub, n, n, n), sub))
+            rules.append(with_costliest(RuleResult(
                 "modelled speedup over the naive kernel", speedup, MIN_MODELLED_SPEEDUP, ">=",
                 "x", speedup >= MIN_MODELLED_SPEEDUP,
                 f"{m['profile']} model, M=N=K={n}, each grid counted as filling the GPU, launch "
                 f"overhead excluded: naive {fmt_seconds(tn['seconds'])} ({tn['bound']}-bound), yours "
                 f"{fmt_seconds(ts['seconds'])} ({ts['bound']}-bound; {traffic_summary(sub)}); as launched at "
                 f"this size (launch overhead included): naive {fmt_seconds(tn['as_launched_s'])}, "
-                f"yours {fmt_seconds(ts['as_launched_s'])}"))
+                f"yours {fmt_seconds(ts['as_launched_s'])}"), sub))
             rules.append(coalesced_rule(
                 sub, MIN_COALESCED, f"the naive kernel: {eff_naive:.0%}; a warp should read 32 "
                 "consecutive floats, not a column"))

@@ -95,6 +95,7 @@ import numpy as np
 from grader.labs._cuda import (
     PROFILE, CudaLab, coalesced_rule, fmt_seconds, kernels_gate, launch_dict, modelled_seconds,
     planned_arrays_problem, slice_digests, total_counters, traffic_summary, with_atomic_reads,
+    with_costliest,
     work_problem,
 )
 from grader.labs._gemm import case_seed
@@ -467,7 +468,7 @@ class SoftmaxCUDA(CudaLab):
             useful = 2.0 * 4 * M * N
             gbs, gbs_base = useful / ts["seconds"] / 1e9, useful / tb["seconds"] / 1e9
             t = total_counters(sub)
-            rules.append(RuleResult(
+            rules.append(with_costliest(RuleResult(
                 "modelled speedup over the three-pass softmax", speedup, MIN_MODELLED_SPEEDUP,
                 ">=", "x", speedup >= MIN_MODELLED_SPEEDUP,
                 f"{m['profile']} model, {M} x {N} float32, each grid as launched (a grid of "
@@ -482,7 +483,7 @@ class SoftmaxCUDA(CudaLab):
                 f"{gbs:.0f} GB/s effective = {gbs * 1e9 / dram:.0%} of the "
                 f"{dram / 1e9:.0f} GB/s DRAM roof); DRAM bytes per element of X: "
                 f"{(t['dram_read_bytes'] + t['dram_write_bytes']) / (M * N):.1f} (a fused "
-                "kernel: 8)"))
+                "kernel: 8)"), sub))
             rules.append(coalesced_rule(
                 sub, MIN_COALESCED, "consecutive lanes should read consecutive elements of the "
                 "row (j = threadIdx.x + k * blockDim.x), not each thread its own chunk"))
