@@ -2,19 +2,85 @@
 process so a student sees results in seconds while working.
 
 This is feedback, not grading: it runs the student's function directly (no sandbox, no static
-rules, no hidden cases). ``kernellab grade LAB NOTEBOOK`` is the real thing.
+rules, no hidden cases). ``kernellab grade LAB`` (which grades ``work/<the lab's notebook>``)
+is the real thing; every check ends by saying so. It words what it finds as the grader's report
+does (:func:`grader.report.fatal_block`, :func:`grader.report.ulp_note`, the sim tier's hazard
+text with the source line quoted).
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
+import traceback
 from pathlib import Path
 
 from grader.labs import get_spec_class
-from grader.report import CaseResult, fmt_number, fmt_percent
+from grader.report import (CaseResult, fatal_block, fmt_number, fmt_percent,
+                           missing_function_detail, ulp_note)
 from grader.runner import check_case, recheck, signature_checks
+from grader.source_map import locate_in_file, rewrite_for_namespace
 from grader.spec import RuleResult
 from grader.worker import _describe_sim_error, _signature
+
+#: files whose frames are not the student's (the course, numba, numpy, the standard library)
+_ROOT = Path(__file__).resolve().parent.parent
+_NOT_YOURS = (os.path.dirname(os.__file__) + os.sep,) + tuple(
+    str(_ROOT / pkg) + os.sep for pkg in ("grader", "kernellab", "reference_kernels"))
+
+
+def grade_hint(spec) -> str:
+    """The last line of every in-notebook check: how to grade for real."""
+    return (f"to grade for real (sandbox, hidden cases, the lab's rules): save the notebook, then "
+            f"run `kernellab grade {spec.lab_id}` (it grades work/{spec.notebook})")
+
+
+def _namespace(fn) -> dict:
+    try:
+        g = getattr(getattr(fn, "py_func", fn), "__globals__", None)
+    except Exception:  # noqa: BLE001
+        g = None
+    return g if isinstance(g, dict) else {}
+
+
+def _yours(filename: str) -> bool:
+    site = ("site-packages" + os.sep, "dist-packages" + os.sep)
+    return not (any(s in filename for s in site) or filename.startswith(_NOT_YOURS)
+                or filename.startswith("<frozen"))
+
+
+def describe(exc: BaseException, fn) -> str:
+    """An exception raised by the student's ``fn``, in the grader's words: a sim-tier hazard as
+    the report gives it ("race: ...", its lines quoted from the notebook's cells), anything
+    else as ``Type: message — at line N (`code`)`` at the innermost line of the student's own
+    code."""
+    sim = _describe_sim_error(exc)
+    if sim is not None:
+        return rewrite_for_namespace(sim, _namespace(fn), extra=[fn])
+    if isinstance(exc, NotImplementedError):
+        return f"not implemented: {exc}" if str(exc) else "not implemented"
+    msg = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {msg[0] if msg else ''}"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if _yours(f.filename)]
+    if frames:
+        text += f" — at {locate_in_file(frames[-1].filename, frames[-1].lineno)}"
+    return text
+
+
+def _defined(functions: dict) -> dict:
+    """The functions a notebook defines (its ``globals()``), name -> parameters."""
+    import inspect
+
+    out = {}
+    for name, obj in functions.items():
+        func = getattr(obj, "py_func", obj)
+        if name.startswith("_") or getattr(func, "__module__", None) != "__main__":
+            continue
+        try:
+            out[name] = [str(p) for p in inspect.signature(func).parameters.values()]
+        except (TypeError, ValueError):
+            continue
+    return out
 
 
 def _function_name(spec, fn, function: str | None) -> str:
@@ -51,21 +117,32 @@ def check(lab_id: str, fn, *, function: str | None = None, limit: int | None = N
     A lab with several required functions (``softmax-cuda``: ``row_sum`` and ``softmax``) runs
     the cases of the one ``fn`` stands for (``function``, or ``fn.__name__``; see
     :func:`check_all` for all of them). As in the grader, a signature the lab cannot call is
-    one line and no case runs. ``limit`` runs only the first ``limit`` cases. Exceptions raised
-    by ``fn`` are reported per case, not raised; an error repeated by later cases is printed
-    once. Raises ValueError for a ``function`` the lab does not require, or when a lab with
+    one named block and no case runs. ``limit`` runs only the first ``limit`` cases. Exceptions
+    raised by ``fn`` are reported per case, not raised; an error repeated by later cases is
+    printed once. Under the cases: what the ulp and budget figures mean, then how to grade for
+    real. Raises ValueError for a ``function`` the lab does not require, or when a lab with
     several functions cannot tell which ``fn`` is.
     """
+    spec = get_spec_class(lab_id)()
+    ok, policies = _check(spec, fn, function, limit, verbose)
+    if verbose:
+        for line in ulp_note(policies) + [grade_hint(spec)]:
+            print(line)
+    return ok
+
+
+def _check(spec, fn, function, limit, verbose) -> tuple[bool, list[str]]:
+    """:func:`check` without its closing lines: (all passed, the tolerance rules seen)."""
     from grader.spec import HiddenCases
 
-    spec = get_spec_class(lab_id)()
     which = _function_name(spec, fn, function)
     cases = [c for c in spec.cases(HiddenCases()) if spec.case_function(c) == which][:limit]
     problem = _signature_problem(spec, which, fn)
     if problem:
         if verbose:
-            print(f"FAIL  {which}: {problem}; its {len(cases)} cases not run")
-        return False
+            print("\n".join(fatal_block("wrong-signature", problem, who=which,
+                                         cases=len(cases))))
+        return False, []
     results: list[CaseResult] = []
     first_with: dict[str, str] = {}  # error text -> the first case that had it
     width = max([22] + [len(c.name) for c in cases])      # the column fits the longest name
@@ -80,11 +157,8 @@ def check(lab_id: str, fn, *, function: str | None = None, limit: int | None = N
             r = ({"ok": False, "error": wrong} if wrong else
                  {"ok": True, "arrays": arrays, "info": info,
                   "returned": None if ret is None else type(ret).__name__})
-        except NotImplementedError as exc:
-            r = {"ok": False, "error": f"not implemented: {exc}"}
         except Exception as exc:  # feedback for the student, one line per case
-            # a sim-tier hazard reads as the grader reports it ("race: ...")
-            r = {"ok": False, "error": _describe_sim_error(exc) or f"{type(exc).__name__}: {exc}"}
+            r = {"ok": False, "error": describe(exc, fn)}
         res = check_case(spec, case, data, r)
         results.append(res)
         if verbose:
@@ -101,17 +175,20 @@ def check(lab_id: str, fn, *, function: str | None = None, limit: int | None = N
     ok = all(r.passed for r in results)
     if verbose:
         print(f"{sum(r.passed for r in results)}/{len(results)} cases pass")
-    return ok
+    return ok, [r.comparison.get("policy", "") for r in results if r.comparison]
 
 
 def check_all(lab_id: str, functions: dict, *, limit: int | None = None,
               verbose: bool = True) -> bool:
     """:func:`check` for every function the lab requires, taken by name from ``functions`` (a
-    dict, e.g. ``globals()``). As in the grader, a missing function is one line ("softmax: not
-    defined") and the others are still checked. Returns True if every case of every function
-    passes."""
+    dict, e.g. ``globals()``). As in the grader, a missing function is one named block (with the
+    functions the notebook does define, and the closest name) and the others are still
+    checked. Returns True if every case of every function passes."""
+    from grader.spec import HiddenCases
+
     spec = get_spec_class(lab_id)()
     ok = True
+    policies: list[str] = []
     for name, params in spec.functions.items():
         fn = functions.get(name)
         if verbose and len(spec.functions) > 1:
@@ -119,9 +196,21 @@ def check_all(lab_id: str, functions: dict, *, limit: int | None = None,
         if fn is None:
             ok = False
             if verbose:
-                print(f"FAIL  {name}: not defined (the lab asks for {name}({', '.join(params)}))")
+                n = sum(spec.case_function(c) == name for c in spec.cases(HiddenCases()))
+                n = n if limit is None else min(n, limit)
+                detail = missing_function_detail(name, _defined(functions), tuple(spec.functions),
+                                                 who="the notebook")
+                print("\n".join(fatal_block(
+                    "missing-function",
+                    f"'{name}' is not defined: the lab asks for {name}({', '.join(params)})",
+                    detail, who=name, cases=n)))
             continue
-        ok = check(lab_id, fn, function=name, limit=limit, verbose=verbose) and ok
+        one, seen = _check(spec, fn, name, limit, verbose)
+        ok = one and ok
+        policies += seen
+    if verbose:
+        for line in ulp_note(policies) + [grade_hint(spec)]:
+            print(line)
     return ok
 
 
@@ -138,7 +227,8 @@ def performance(lab_id: str, fn, *, function: str | None = None, verbose: bool =
     problem = _signature_problem(spec, which, fn)
     if problem:
         if verbose:
-            print(f"cannot time it: {problem}")
+            print("\n".join(fatal_block("wrong-signature", problem, who=which)
+                            + ["not timed", grade_hint(spec)]))
         return []
     plan = {**spec.perf_plan(), **plan_overrides}
     with tempfile.TemporaryDirectory() as d:
@@ -146,11 +236,13 @@ def performance(lab_id: str, fn, *, function: str | None = None, verbose: bool =
             measured = spec.measure({which: fn}, plan, Path(d))
         except Exception as exc:  # feedback, not a traceback through the harness
             if verbose:
-                why = _describe_sim_error(exc) or f"{type(exc).__name__}: {exc}"
-                print(f"cannot time it: {why}")
+                print(f"cannot time it: {describe(exc, fn)}\n{grade_hint(spec)}")
             return []
         after = recheck(spec, plan, measured["recheck"], Path(d))
     rules = spec.perf_rules(measured)
+    ns = _namespace(fn)
+    for r in rules:  # a speed rule's detail names lines of the student's kernels: quote them
+        r.detail = rewrite_for_namespace(r.detail, ns, extra=[fn])
     if verbose:
         print(measured["setup"]["description"])
         for r in rules:
@@ -163,6 +255,7 @@ def performance(lab_id: str, fn, *, function: str | None = None, verbose: bool =
         if measured["setup"].get("threads_note"):
             print(f"threads: {measured['setup']['threads_note']}")
         print("re-check of the timed calls: " + ("ok" if after.passed else f"FAIL — {after.error}"))
+        print(grade_hint(spec))
     if not after.passed:
         rules = rules + [RuleResult("timed calls computed the right result", None, 1.0, ">=", "",
                                     False, after.error or "")]

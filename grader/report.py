@@ -76,7 +76,20 @@ class Report:
     #: required function -> why its cases were not run (missing, wrong signature, compile or
     #: warm-up failure), in plain words that name it
     broken: dict[str, str] = field(default_factory=dict)
+    #: required function -> what is wrong with it, as a :data:`FATAL_TITLES` key
+    broken_kind: dict[str, str] = field(default_factory=dict)
+    #: required function -> further lines of its block (what the submission defines instead …)
+    broken_detail: dict[str, list[str]] = field(default_factory=dict)
+    #: why nothing (or no case) was graded, in one line (the csv's ``fatal`` column) ...
     fatal: str | None = None
+    #: ... what kind of stop it is (a :data:`FATAL_TITLES` key: "syntax-error",
+    #: "missing-function", "rule-violation", "import-error" …) ...
+    fatal_kind: str | None = None
+    #: ... and the further lines of its block (the quoted line and a caret, the findings …)
+    fatal_detail: list[str] = field(default_factory=list)
+    #: the functions the submission defines, name -> parameters (a missing function's report
+    #: lists them)
+    defined: dict[str, list[str]] = field(default_factory=dict)
     cases: list[CaseResult] = field(default_factory=list)
     rules: list[RuleResult] = field(default_factory=list)
     recheck: CaseResult | None = None
@@ -110,6 +123,10 @@ class Report:
         """Every text a submission can influence, made safe to print (see :func:`plain`)."""
         self.submission = plain(self.submission, newlines=False)
         self.fatal = None if self.fatal is None else plain(self.fatal)
+        self.fatal_detail = [plain(s) for s in self.fatal_detail]
+        self.broken_detail = {k: [plain(s) for s in v] for k, v in self.broken_detail.items()}
+        self.defined = {plain(k, newlines=False): [plain(p, newlines=False) for p in v]
+                        for k, v in self.defined.items()}
         self.static = [plain(s) for s in self.static]
         self.output_tail = plain(self.output_tail)
         self.performance_note = plain(self.performance_note)
@@ -167,6 +184,9 @@ class Report:
                  f"numba {env.get('numba')}" + (f" · codegen: {self.codegen}" if self.codegen else "")
                  + (f" · compile+load {self.compile_seconds:.1f} s" if self.compile_seconds else ""))
         L.append("")
+        if self.fatal:
+            L.extend(self._fatal_lines())
+            return "\n".join(L)
         if self.static:
             L.append("1. rules: FAIL")
             L.extend(f"   - {s}" for s in self.static)
@@ -178,9 +198,6 @@ class Report:
             bad = [s for s in self.signatures if not s["ok"]]
             L.append("2. signatures: " + ("FAIL" if bad else "ok"))
             L.extend(f"   - {s['message']}" for s in self.signatures)
-        if self.fatal:
-            L.append("")
-            L.append(f"stopped: {self.fatal}")
         if self.cases:
             npass = sum(c.passed for c in self.cases)
             L.append(f"3. correctness: {npass}/{len(self.cases)} cases pass")
@@ -207,19 +224,45 @@ class Report:
                 L.append("   re-check of the timed calls (each one's output, the last one in "
                          "full): " + ("ok" if self.recheck.passed
                                       else f"FAIL — {self.recheck.error}"))
-        if self.output_tail.strip():
-            L.append("")
-            L.append("the submission printed (last lines):")
-            L.extend("   | " + ln for ln in self.output_tail.strip().splitlines()[-10:])
+        L.extend(self._printed_lines())
         L.append("")
-        verdict = "PASS" if self.passed else "FAIL"
-        if not self.performance_requested:
-            verdict += " (correctness only: performance not measured)"
         parts = f"correctness {self.correctness_score:g}/{self.correctness_points}"
         if self.performance_requested:
             parts += f" + performance {self.performance_score:g}/{self.performance_points}"
-        L.append(f"score: {self.score:g}/{self.max_score} ({parts})  {verdict}")
+        L.append(f"score: {self.score:g}/{self.max_score} ({parts})  {self._verdict()}")
         return "\n".join(L)
+
+    def _verdict(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        if not self.performance_requested:
+            verdict += " (correctness only: performance not measured)"
+        return verdict
+
+    def _printed_lines(self) -> list[str]:
+        if not self.output_tail.strip():
+            return []
+        return (["", "the submission printed (last lines):"]
+                + ["   | " + ln for ln in self.output_tail.strip().splitlines()[-10:]])
+
+    def _fatal_lines(self) -> list[str]:
+        """A stop before any case ran: one named block, what the submission printed, the
+        score. In a lab with several functions, each broken one is a block of its own."""
+        # a rule violation's block lists every finding: its one-line summary would repeat one
+        message = None if self.fatal_kind == "rule-violation" else self.fatal
+        L = fatal_block(self.fatal_kind, message, self.fatal_detail)
+        several = [f for f in self.functions if f in self.broken] if len(self.functions) > 1 \
+            else []
+        if len(several) > 1 and self.fatal_kind in FUNCTION_KINDS:
+            L = []
+            for fn in several:
+                L.extend(fatal_block(self.broken_kind.get(fn, self.fatal_kind),
+                                     self.broken[fn], self.broken_detail.get(fn, []), who=fn))
+        L.extend(self._printed_lines())
+        L.append("")
+        n = len(self.cases)
+        what = f"{n} case{'s' * (n != 1)} not run" if n else "nothing graded"
+        L.append(f"score: {self.score:g}/{self.max_score} ({what})  {self._verdict()}")
+        return L
 
 
     def _case_lines(self) -> list[str]:
@@ -271,6 +314,9 @@ class Report:
             for error, names in errors.items():
                 more = f" and {len(names) - 1} more" if len(names) > 1 else ""
                 L.append(f"      ↳ {names[0]}{more}: {error}")
+        if rows:
+            L.extend("   " + ln for ln in ulp_note(
+                [c.comparison.get("policy", "") for c in rows if c.comparison]))
         groups: dict[str, list[CaseResult]] = {}
         for c in self.cases:
             if c.not_run:
@@ -278,10 +324,117 @@ class Report:
         for error, cs in groups.items():
             why = error[len("not run: "):] if error.startswith("not run: ") else error
             fns = {c.function for c in cs}
-            who = f"{cs[0].function}: " if several and len(fns) == 1 else ""
+            fn = cs[0].function
             n = "all " * (len(cs) == len(self.cases)) + f"{len(cs)} case" + "s" * (len(cs) != 1)
+            if len(fns) == 1 and fn in self.broken and fn in self.broken_kind:
+                # a broken function: the same named block as a stop, for its cases only
+                L.extend("   " + ln for ln in fatal_block(
+                    self.broken_kind[fn], self.broken[fn], self.broken_detail.get(fn, []),
+                    who=fn, cases=len(cs)))
+                continue
+            who = f"{fn}: " if several and len(fns) == 1 else ""
             L.append(f"   {who}{n} not run: {why}")
         return L
+
+
+#: the block title of each kind of stop (``Report.fatal_kind``; the csv and ``--json`` carry
+#: the key)
+FATAL_TITLES = {
+    "syntax-error": "SYNTAX ERROR",
+    "rule-violation": "RULE VIOLATION",
+    "missing-function": "MISSING FUNCTION",
+    "wrong-signature": "WRONG SIGNATURE",
+    "import-error": "ERROR WHILE LOADING (the cells' top-level code raised)",
+    "compile-error": "COMPILE ERROR",
+    "crash": "CRASH OR HANG",
+    "unreadable": "SUBMISSION NOT READABLE",
+    "cannot-grade": "CANNOT GRADE ON THIS MACHINE",
+    "grader-error": "GRADER ERROR (not the submission's fault)",
+}
+#: the kinds that concern one required function (a lab with several names each)
+FUNCTION_KINDS = frozenset({"missing-function", "wrong-signature", "compile-error", "crash"})
+#: what did not happen, by kind: nothing of the code ran, or it loaded but no case ran
+_NOT_RUN = {"syntax-error": "nothing was run", "rule-violation": "nothing was run",
+            "unreadable": "nothing was checked", "cannot-grade": "nothing was run",
+            "grader-error": "nothing was graded"}
+
+
+def fatal_block(kind: str | None, message: str | None, detail=(), *, who: str = "",
+                cases: int | None = None) -> list[str]:
+    """The lines of one named stop: ``SYNTAX ERROR — nothing was run``, then the message and its
+    detail lines, indented. ``who``: the required function it concerns (a lab with several);
+    ``cases``: how many of its cases were not run. Shared by the report and the in-notebook
+    checker (:mod:`grader.local`), so both say it the same way."""
+    title = FATAL_TITLES.get(kind or "", "STOPPED")
+    if cases is not None:
+        tail = f"its {cases} case{'s' * (cases != 1)} not run"
+    else:
+        tail = _NOT_RUN.get(kind or "", "no case was run")
+    head = f"{who}: " if who else ""
+    L = [f"{head}{title} — {tail}"]
+    if message:
+        L.extend("   " + ln for ln in str(message).splitlines())
+    L.extend("   " + ln for ln in detail)
+    return L
+
+
+def missing_function_detail(name: str, defined: dict, required=(), notebook: bool = False,
+                            who: str = "the submission") -> list[str]:
+    """What a report adds under "'gemm' is not defined": the functions the submission does
+    define (``defined``: name -> parameters) and, if one is spelt close to ``name``
+    (:func:`difflib.get_close_matches`), that it may be the one. ``required``: the lab's other
+    functions, never suggested. ``notebook``: remind that only cells tagged solution count."""
+    import difflib
+
+    L = []
+    if defined:
+        shown = [f"{n}({', '.join(p)})" for n, p in list(defined.items())[:12]]
+        more = f" and {len(defined) - 12} more" if len(defined) > 12 else ""
+        L.append(f"{who} defines: " + ", ".join(shown) + more)
+        pool = [n for n in defined if n not in required or n == name]
+        close = difflib.get_close_matches(name, pool, n=1, cutoff=0.6)
+        if close:
+            L.append(f"did you mean {close[0]}? the lab calls it {name}: rename it")
+    else:
+        L.append(f"{who} defines no function")
+    if notebook:
+        L.append("only the cells tagged 'solution' are graded: is the function in another cell?")
+    return L
+
+
+def ulp_note(policies) -> list[str]:
+    """The lines that explain the ``max ulp`` and ``budget`` columns under a case table, for the
+    tolerance rules (``Comparison.policy`` texts, :mod:`kernellab.numerics`) of its rows; empty
+    when there are none."""
+    kinds = []
+    for p in policies:
+        k = next((k for k in _BUDGETS if str(p).startswith(k)), None)
+        if k and k not in kinds:
+            kinds.append(k)
+    if not kinds:
+        return []
+    if kinds == ["exact"]:
+        return ["max ulp: the error in units in the last place of the output dtype; this lab "
+                "compares bits (integers by value): anything but 0 fails"]
+    return ["max ulp: the error in units in the last place (ulp) of the output dtype at the "
+            "reference value; budget: the error as a share of the error the lab allows "
+            "(<= 100% passes: the verdict)",
+            "allowed: " + "; ".join(_BUDGETS[k] for k in kinds)]
+
+
+#: how each tolerance rule of :mod:`kernellab.numerics` sets the allowed error, in words
+_BUDGETS = {
+    "K-aware": ("a K-term sum may be off by about 6·sqrt(K)·u·Σ|a·b| (u: the unit roundoff of "
+                "the accumulation), so an output that nearly cancels is tiny and so is each of "
+                "its ulps: thousands of ulps can pass"),
+    "row softmax": ("relative to each output, growing with ln N and sqrt(N) (float32 "
+                    "statistics) plus one ulp: small outputs have tiny ulps"),
+    "measured baseline": ("a multiple of the error a plain implementation in the same "
+                          "precision makes on the same inputs, plus a floor"),
+    "explicit": "the rounding of the operation's own float steps, element by element",
+    "elementwise": "atol + rtol·|ref| (the torch.testing table for the dtype)",
+    "exact": "bit for bit (any ulp other than 0 fails)",
+}
 
 
 def fmt_number(x) -> str:

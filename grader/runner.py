@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from grader.labs import get_spec_class
-from grader.report import CaseResult, Report
+from grader.report import CaseResult, Report, missing_function_detail
 from grader.sandbox import Limits, Worker, WorkerDied
+from grader.source_map import SourceMap, quote_line
 from grader.spec import Case, CaseData, HiddenCases
 from grader.static_check import check_source
 from kernellab import notebook
@@ -61,17 +62,23 @@ def _store_submission(lab_id: str, source: str) -> Path:
     return p
 
 
-def signature_checks(spec, sigs: dict) -> list[dict]:
-    """The signature step, one entry per required function: ``{"name", "ok", "message"}``.
-    ``sigs``: what :func:`grader.worker._signature` found for each name. Shared by the grader
-    and the in-notebook checker (:mod:`grader.local`)."""
+def signature_checks(spec, sigs: dict, defined: dict | None = None,
+                     notebook: bool = False) -> list[dict]:
+    """The signature step, one entry per required function: ``{"name", "ok", "message",
+    "kind", "detail"}`` (``kind``: "missing-function" or "wrong-signature" when not ok;
+    ``detail``: further lines for the report). ``sigs``: what :func:`grader.worker._signature`
+    found for each name; ``defined``: the functions the submission defines (name ->
+    parameters), listed under a missing one; ``notebook``: the submission is a notebook. Shared
+    by the grader and the in-notebook checker (:mod:`grader.local`)."""
     out = []
     for name, params in spec.functions.items():
         got = sigs.get(name)
         if got is None:
-            out.append({"name": name, "ok": False,
-                        "message": f"'{name}' is not defined (the lab asks for "
-                                   f"{name}({', '.join(params)}))"})
+            out.append({"name": name, "ok": False, "kind": "missing-function",
+                        "message": f"'{name}' is not defined: the lab asks for "
+                                   f"{name}({', '.join(params)})",
+                        "detail": missing_function_detail(name, defined or {},
+                                                          tuple(spec.functions), notebook)})
         elif got == "not callable":
             out.append({"name": name, "ok": False, "message": f"'{name}' is not a function"})
         elif (isinstance(got, dict) and spec.python_entry
@@ -93,6 +100,10 @@ def signature_checks(spec, sigs: dict) -> list[dict]:
             shown = ", ".join(str(p) for p in got.get("params", [])[:20]) \
                 if isinstance(got, dict) else "..."
             out.append({"name": name, "ok": True, "message": f"{name}({shown})"})
+    for entry in out:
+        if not entry["ok"]:
+            entry.setdefault("kind", "wrong-signature")
+            entry.setdefault("detail", [])
     return out
 
 
@@ -110,13 +121,21 @@ class _Session:
         self.worker: Worker | None = None
         self.deaths = 0
         self.load_error: str | None = None
+        self.load_kind: str | None = None  # a grader.report.FATAL_TITLES key
         self.broken: dict[str, str] = {}
+        self.broken_kind: dict[str, str] = {}
+        self.broken_detail: dict[str, list[str]] = {}
 
     def _all_broken(self) -> bool:
         if all(f in self.broken for f in self.spec.functions):
             self.load_error = "; ".join(self.broken[f] for f in self.spec.functions)
+            self.load_kind = self.broken_kind.get(next(iter(self.spec.functions)), "crash")
             return True
         return False
+
+    def _break(self, fn: str, why: str, kind: str) -> None:
+        self.broken[fn] = why
+        self.broken_kind[fn] = kind
 
     def start(self) -> bool:
         """Start a worker, load the submission, warm up (JIT) every function not yet broken.
@@ -136,6 +155,7 @@ class _Session:
             self.load_error = (f"the grader could not start its worker process ({exc}); "
                                "this is not the submission's fault — check the machine's "
                                "process and memory limits")
+            self.load_kind = "grader-error"
             return False
         t0 = time.perf_counter()
         try:
@@ -144,18 +164,26 @@ class _Session:
         except WorkerDied as exc:
             self._died()
             self.load_error = f"loading the submission {exc}"
+            self.load_kind = "crash"
             return False
         if not r.get("ok"):
             self.load_error = f"loading the submission failed: {r.get('error')}"
+            self.load_kind = "import-error"
             return False
         self.report.codegen = r.get("codegen")
         sigs = r.get("signatures")
         sigs = sigs if isinstance(sigs, dict) else {}
+        defined = r.get("defined")
+        defined = ({str(k): [str(p) for p in v] for k, v in defined.items()
+                    if isinstance(v, list)} if isinstance(defined, dict) else {})
         if not self.report.signatures:
-            self.report.signatures = signature_checks(spec, sigs)
+            self.report.defined = defined
+            self.report.signatures = signature_checks(
+                spec, sigs, defined, notebook=self.report.submission.endswith(".ipynb"))
         for s in self.report.signatures:
-            if not s["ok"]:
-                self.broken.setdefault(s["name"], s["message"])
+            if not s["ok"] and s["name"] not in self.broken:
+                self._break(s["name"], s["message"], s.get("kind", "wrong-signature"))
+                self.broken_detail[s["name"]] = list(s.get("detail", []))
         if self._all_broken():
             return False
         # Compile numba entry points without running them (own budget); entry points that are
@@ -181,10 +209,10 @@ class _Session:
                     spec.compile_timeout_s)
             except WorkerDied as exc:
                 self._died()
-                self.broken[fn] = f"compiling {fn} {exc}"
+                self._break(fn, f"compiling {fn} {exc}", "crash")
                 return self._restart_without(fn)
             if not r.get("ok"):
-                self.broken[fn] = f"compiling {fn} failed: {r.get('error')}"
+                self._break(fn, f"compiling {fn} failed: {r.get('error')}", "compile-error")
                 continue
             if not r.get("compiled"):
                 for i, data in enumerate(datas):
@@ -192,8 +220,8 @@ class _Session:
                         self._call(fn, data, f"warmup{i}", spec.first_call_timeout_s)
                     except WorkerDied as exc:
                         self._died()
-                        self.broken[fn] = (f"the first call of {fn} (which compiles what it "
-                                           f"calls) {exc}")
+                        self._break(fn, f"the first call of {fn} (which compiles what it "
+                                        f"calls) {exc}", "crash")
                         return self._restart_without(fn)
         if self._all_broken():
             return False
@@ -208,6 +236,7 @@ class _Session:
         if self.deaths >= self.spec.max_worker_deaths:
             self.load_error = (f"{self.broken[fn]}; the submission crashed or hung "
                                f"{self.deaths} times")
+            self.load_kind = "crash"
             return False
         return self.start()
 
@@ -329,8 +358,9 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
     path = Path(submission)
     problem = spec.tier_problem()
     if problem:
-        report.fatal = problem
+        report.fatal, report.fatal_kind = problem, "cannot-grade"
         return report.finish()
+    report.fatal_kind = "unreadable"
     if path.is_dir():
         report.fatal = f"{submission} is a folder, not a file: give the notebook or .py file"
         return report.finish()
@@ -338,21 +368,38 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
         report.fatal = f"no such file: {submission}"
         return report.finish()
     try:
-        source = notebook.submission_source(path)
+        source, smap = SourceMap.of_submission(path)
     except (notebook.NotebookError, OSError) as exc:
         report.fatal = str(exc)
         return report.finish()
+    report.fatal_kind = None
     report.rules_checked = True
     findings = check_source(source, allowed_imports=spec.allowed_imports,
                             banned_names=spec.banned_names,
                             allowed_submodules=spec.allowed_submodules)
-    report.static = [str(f) for f in findings]
+    report.static = [smap.rewrite(str(f)) for f in findings]
     cases = spec.cases(hidden_cases)
     if only is not None:
         cases = [c for c in cases if only(c)]
     if findings:
-        report.fatal = "the submission breaks the lab's rules (nothing of it was run)"
-        report.cases = [_not_run(spec, c, "rule violation") for c in cases]
+        syntax = syntax_error(source, smap)
+        if syntax is not None:
+            report.fatal_kind = "syntax-error"
+            report.fatal, report.fatal_detail = syntax
+            why = "syntax error"
+        else:
+            report.fatal_kind = "rule-violation"
+            n = len(findings)
+            more = f" (and {n - 1} more)" if n > 1 else ""
+            report.fatal = ("it breaks the lab's rules, so nothing of it was run: "
+                            f"{report.static[0]}{more}")
+            report.fatal_detail = (
+                [f"the rules: {rules_summary(spec)}"]
+                + [f"- {f}" for f in report.static]
+                + ["each line says what is not allowed (and what to write instead): change "
+                   "those lines and grade again"])
+            why = "rule violation"
+        report.cases = [_not_run(spec, c, why) for c in cases]
         return report.finish()
     workdir = Path(tempfile.mkdtemp(prefix="kernellab-grade-"))
     try:
@@ -366,9 +413,15 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
         say("loading and compiling the submission …")
         if not session.start():
             report.fatal = session.load_error
-            report.broken = dict(session.broken)
+            report.fatal_kind = session.load_kind or "crash"
+            _copy_broken(report, session)
+            if len(spec.functions) == 1 and session.broken:
+                fn = next(iter(spec.functions))
+                report.fatal = session.broken.get(fn, report.fatal)
+                report.fatal_detail = session.broken_detail.get(fn, [])
             report.cases = [_not_run(spec, c, session.load_error) for c in cases]
             report.output_tail = session.worker.output_tail() if session.worker else ""
+            _locate(report, smap)
             return report.finish()
         for i, case in enumerate(cases):
             fn = spec.case_function(case)
@@ -384,7 +437,7 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
             res = check_case(spec, case, data, r)
             report.cases.append(res)
             say(f"case {case.name}: {'pass' if res.passed else 'FAIL'}")
-        report.broken = dict(session.broken)
+        _copy_broken(report, session)
         why_not = _performance_gate(spec, report.cases, session.broken)
         if run_performance and why_not is None:
             say("measuring performance …")
@@ -401,7 +454,68 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
     finally:
         session.close()
         shutil.rmtree(workdir, ignore_errors=True)
+    _locate(report, smap)
     return report.finish()
+
+
+def _copy_broken(report: Report, session: _Session) -> None:
+    report.broken = dict(session.broken)
+    report.broken_kind = dict(session.broken_kind)
+    report.broken_detail = {k: list(v) for k, v in session.broken_detail.items()}
+
+
+def _locate(report: Report, smap: SourceMap) -> None:
+    """Every source location in the grader's own messages told by cell and quoted line
+    (:class:`grader.source_map.SourceMap`); applied once, at the end of :func:`grade`. What the
+    submission printed (``output_tail``) is left as it is."""
+    rw = smap.rewrite
+    report.fatal = rw(report.fatal)
+    report.performance_note = rw(report.performance_note)
+    report.broken = {k: rw(v) for k, v in report.broken.items()}
+    for sig in report.signatures:
+        sig["message"] = rw(sig.get("message", ""))
+    for c in report.cases + ([report.recheck] if report.recheck else []):
+        c.error = rw(c.error)
+    for r in report.rules:
+        r.detail = rw(r.detail)
+
+
+def rules_summary(spec) -> str:
+    """The lab's static rules in one line, for a rule-violation block."""
+    return (f"imports of {', '.join(sorted(spec.allowed_imports))} only; no library or "
+            "reference product (@, dot, matmul, einsum …, the course's own code); no escape "
+            "hatches (eval, getattr, files, dunder names, attribute assignment …)")
+
+
+def syntax_error(source: str, smap: SourceMap) -> tuple[str, list[str]] | None:
+    """``(message, detail)`` when ``source`` does not parse: where (by :class:`SourceMap`) and
+    what Python says, then the line quoted with a caret under the column Python points at (if
+    it says one). None when it parses."""
+    import ast
+
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        n = exc.lineno or 0
+        msg = exc.msg or "invalid syntax"
+        if not smap.valid(n):
+            return f"{msg}", []
+        line = smap.source_line(n).rstrip()
+        if len(line) > 160:
+            return f"{smap.where(n)}: {msg}", [f"| {quote_line(line, 160)}"]
+        detail = [f"| {line}"]
+        off = exc.offset or 0
+        if smap.lines[n - 1].rstrip() != line:  # an IPython magic: the offset is the comment's
+            off = 0
+        if 1 <= off <= len(line) + 1:
+            pad = "".join("\t" if ch == "\t" else " " for ch in line[: off - 1])
+            detail.append(f"| {pad}^")
+        return f"{smap.where(n)}: {msg}", detail
+    except ValueError as exc:  # null bytes (older Pythons)
+        return str(exc), []
+    except (RecursionError, MemoryError):
+        return None
+    return None
 
 
 def _not_run(spec, case: Case, why: str) -> CaseResult:

@@ -202,6 +202,7 @@ def test_attack_submission_is_stopped_before_it_runs(name):
     rep = quick(SUBS / name)
     assert not rep.passed and rep.score == 0
     assert "nothing of it was run" in (rep.fatal or "")
+    assert rep.fatal_kind == "rule-violation"
     assert any(ATTACKS[name] in s for s in rep.static), rep.static
     assert "Traceback" not in rep.to_text()
 
@@ -436,7 +437,8 @@ def test_malformed_notebook_cells_are_reported_not_crashed_on(tmp_path, cell, re
     nb.write_text(_nb(cell))
     rep = quick(nb)
     assert not rep.passed and reason in (rep.fatal or ""), rep.fatal
-    assert "rules: not checked" in rep.to_text()
+    assert rep.fatal_kind == "unreadable"
+    assert "SUBMISSION NOT READABLE — nothing was checked" in rep.to_text()
 
 
 def test_a_cell_without_source_is_an_empty_cell(tmp_path):
@@ -458,7 +460,7 @@ def test_byte_order_mark_folder_and_non_utf8(tmp_path):
     latin = tmp_path / "latin.py"
     latin.write_bytes(b"# caf\xe9\ndef gemm(A, B, C): pass\n")
     rep = quick(latin)
-    assert "not UTF-8 text" in rep.fatal and "1. rules: not checked" in rep.to_text()
+    assert "not UTF-8 text" in rep.fatal and "SUBMISSION NOT READABLE" in rep.to_text()
 
 
 def test_module_level_hang_is_reported_in_plain_words(tmp_path):

@@ -3,7 +3,7 @@ function that is missing, has the wrong signature, fails to compile, hangs in it
 or raises in every call fails its own cases and is named once in the report; the other
 functions' cases run and earn their points. The performance phase needs the cases of the
 functions it times (``LabSpec.perf_functions``; all of them by default) and names a broken one.
-A rule violation reads as one line, not one per case. The in-notebook checker does the same.
+A rule violation reads as one block, not one line per case. The in-notebook checker does the same.
 
 Kept cheap: the softmax-cuda gradings (sim tier) run only the cases of at most 6 elements."""
 
@@ -170,23 +170,31 @@ def test_the_performance_gate_names_what_stops_it(monkeypatch):
 
 
 # ------------------------------------------------------------------------- report noise
-def test_a_rule_violation_is_one_line_not_one_per_case(tmp_path):
+def test_a_rule_violation_is_one_block_not_one_line_per_case(tmp_path):
     sub = tmp_path / "imports_os.py"
     sub.write_text("import os\n\n\ndef gemm(A, B, C):\n    C[:, :] = A @ B\n")
     rep = grade("gemm-cpu", sub, run_performance=False)
     assert rep.fatal and rep.cases and all(c.not_run for c in rep.cases)
-    lines = [ln for ln in correctness_section(rep) if "not run" in ln]
-    assert lines == [f"   all {len(rep.cases)} cases not run: rule violation"], lines
-    assert len(correctness_section(rep)) == 2  # the heading and that line
+    assert rep.fatal_kind == "rule-violation"
+    text = rep.to_text()
+    assert "3. correctness" not in text and not any(c.case in text for c in rep.cases)
+    assert text.count("RULE VIOLATION — nothing was run") == 1
+    # each finding once, with its line quoted, then the score with the count of cases not run
+    assert text.count("line 1 (`import os`): import of 'os' is not allowed") == 1, text
+    assert text.count("line 5 (`C[:, :] = A @ B`): the '@' operator") == 1, text
+    assert f"score: 0/60 ({len(rep.cases)} cases not run)  FAIL" in text, text
 
 
 def test_a_single_function_lab_with_its_function_missing_stops_as_before(tmp_path):
     sub = tmp_path / "no_gemm.py"
     sub.write_text("def gem(A, B, C):\n    pass\n")
     rep = grade("gemm-cpu", sub, run_performance=False)
-    assert rep.fatal == "'gemm' is not defined (the lab asks for gemm(A, B, C))"
+    assert rep.fatal == "'gemm' is not defined: the lab asks for gemm(A, B, C)"
+    assert rep.fatal_kind == "missing-function" and rep.defined == {"gem": ["A", "B", "C"]}
     assert rep.score == 0 and all(c.not_run for c in rep.cases)
-    named_once(rep, "'gemm' is not defined")
+    text = rep.to_text()
+    assert text.count("'gemm' is not defined") == 1 and "3. correctness" not in text, text
+    assert "did you mean gem?" in text, text
 
 
 # ------------------------------------------------------------------------- in the notebook
@@ -196,7 +204,9 @@ def test_local_check_all_names_a_missing_function_once_and_checks_the_rest(capsy
     ns = {"quantize_per_channel": quantize_per_channel_golden}  # numpy: no JIT in the test
     assert local.check_all("int8-linear", ns, limit=2) is False
     out = capsys.readouterr().out
-    assert out.count("int8_gemm: not defined") == 1 and out.count("linear_w8a8: not defined") == 1
+    for fn in ("int8_gemm", "linear_w8a8"):  # one block each, as in the grader's report
+        assert out.count(f"{fn}: MISSING FUNCTION — its 2 cases not run") == 1, out
+        assert out.count(f"'{fn}' is not defined: the lab asks for {fn}(") == 1, out
     assert out.count("2/2 cases pass") == 1, out  # quantize_per_channel's, checked
 
 
@@ -206,7 +216,10 @@ def test_local_check_refuses_a_wrong_signature_in_one_line(capsys):
 
     assert local.check("int8-linear", quantize_per_channel) is False
     out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and "cannot be called as quantize_per_channel(W)" in out[0], out
+    # the grader's block (title, the reason), then how to grade for real; no case line
+    assert len(out) == 3 and out[0].startswith("quantize_per_channel: WRONG SIGNATURE"), out
+    assert "cannot be called as quantize_per_channel(W)" in out[1], out
+    assert "kernellab grade int8-linear" in out[2], out
     with pytest.raises(ValueError, match="say which it is with function="):
         local.check("int8-linear", lambda W: None)
 
