@@ -199,7 +199,8 @@ def check_all(lab_id: str, functions: dict, *, limit: int | None = None,
                 n = sum(spec.case_function(c) == name for c in spec.cases(HiddenCases()))
                 n = n if limit is None else min(n, limit)
                 detail = missing_function_detail(name, _defined(functions), tuple(spec.functions),
-                                                 who="the notebook")
+                                                 who="the notebook", params=params,
+                                                 launcher=bool(spec.python_entry))
                 print("\n".join(fatal_block(
                     "missing-function",
                     f"'{name}' is not defined: the lab asks for {name}({', '.join(params)})",

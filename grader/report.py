@@ -256,7 +256,8 @@ class Report:
             L = []
             for fn in several:
                 L.extend(fatal_block(self.broken_kind.get(fn, self.fatal_kind),
-                                     self.broken[fn], self.broken_detail.get(fn, []), who=fn))
+                                     self.broken[fn], self.broken_detail.get(fn, []), who=fn,
+                                     cases=sum(c.function == fn for c in self.cases)))
         L.extend(self._printed_lines())
         L.append("")
         n = len(self.cases)
@@ -379,11 +380,15 @@ def fatal_block(kind: str | None, message: str | None, detail=(), *, who: str = 
 
 
 def missing_function_detail(name: str, defined: dict, required=(), notebook: bool = False,
-                            who: str = "the submission") -> list[str]:
+                            who: str = "the submission", params=None,
+                            launcher: bool = False) -> list[str]:
     """What a report adds under "'gemm' is not defined": the functions the submission does
-    define (``defined``: name -> parameters) and, if one is spelt close to ``name``
-    (:func:`difflib.get_close_matches`), that it may be the one. ``required``: the lab's other
-    functions, never suggested. ``notebook``: remind that only cells tagged solution count."""
+    define (``defined``: name -> parameters) and, if one is spelt close to ``name`` (a typo:
+    :func:`difflib.get_close_matches` at 0.75, ignoring case), that it may be the one; else, if
+    one has ``name`` in its name (``softmax_kernel``), that the lab needs ``name`` itself
+    (``launcher``: a GPU lab, where it is a plain function that launches the kernel).
+    ``required``: the lab's functions, never suggested; ``params``: the lab's parameters of
+    ``name``; ``notebook``: remind that only the cells tagged solution are graded."""
     import difflib
 
     L = []
@@ -391,10 +396,16 @@ def missing_function_detail(name: str, defined: dict, required=(), notebook: boo
         shown = [f"{n}({', '.join(p)})" for n, p in list(defined.items())[:12]]
         more = f" and {len(defined) - 12} more" if len(defined) > 12 else ""
         L.append(f"{who} defines: " + ", ".join(shown) + more)
-        pool = [n for n in defined if n not in required or n == name]
-        close = difflib.get_close_matches(name, pool, n=1, cutoff=0.6)
+        pool = {n.lower(): n for n in defined if n not in required}
+        close = difflib.get_close_matches(name.lower(), list(pool), n=1, cutoff=0.75)
+        near = [n for n in pool.values() if name.lower() in n.lower()]
         if close:
-            L.append(f"did you mean {close[0]}? the lab calls it {name}: rename it")
+            L.append(f"did you mean {pool[close[0]]}? the lab calls it {name}: rename it")
+        elif near:
+            call = f"{name}({', '.join(params)})" if params is not None else name
+            L.append(f"{near[0]} is not {name}: the lab calls {call} itself"
+                     + (", a plain Python function that launches your kernel" if launcher
+                        else ""))
     else:
         L.append(f"{who} defines no function")
     if notebook:

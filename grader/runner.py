@@ -77,8 +77,9 @@ def signature_checks(spec, sigs: dict, defined: dict | None = None,
             out.append({"name": name, "ok": False, "kind": "missing-function",
                         "message": f"'{name}' is not defined: the lab asks for "
                                    f"{name}({', '.join(params)})",
-                        "detail": missing_function_detail(name, defined or {},
-                                                          tuple(spec.functions), notebook)})
+                        "detail": missing_function_detail(
+                            name, defined or {}, tuple(spec.functions), notebook,
+                            params=params, launcher=bool(spec.python_entry))})
         elif got == "not callable":
             out.append({"name": name, "ok": False, "message": f"'{name}' is not a function"})
         elif (isinstance(got, dict) and spec.python_entry
