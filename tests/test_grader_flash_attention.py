@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -135,6 +136,23 @@ def test_known_wrong_submission_fails_exactly_its_cases_for_the_stated_reason(na
     for c in rep.cases:
         if not c.passed:
             assert reason in c.error, (c.case, c.error)
+    if name == "no_barrier_before_reuse.py":
+        _assert_next_tile_race_wording(next(c.error for c in rep.cases if not c.passed))
+
+
+def _assert_next_tile_race_wording(err):
+    """The barrier before the next K/V tile's load removed: this tile's read against the next
+    tile's write, in the interval the loop's one barrier opens and closes; the report says
+    so and where the barrier goes (checked on the grading above: no second grading)."""
+    src = (SUBS / "no_barrier_before_reuse.py").read_text().splitlines()
+    w = next(i for i, t in enumerate(src, 1) if "Kt[e // D, e % D] = " in t)
+    sync = next(i for i, t in enumerate(src, 1) if "cuda.syncthreads()" in t)
+    assert "race on shared array Kt[" in err and err.count("tid=") == 2, err
+    assert f"both after 1 syncthreads() and before the 2nd (both at line {sync}" in err, err
+    assert "the write is in the next pass of the loop" in err, err
+    assert re.search(r"A syncthreads\(\) is needed after the read at line \d+", err), err
+    assert f"before the loop's next write at line {w}" in err, err
+    assert err.endswith("at the end of the loop body"), err
 
 
 @sim_only
@@ -144,8 +162,10 @@ def test_scores_in_global_memory_pass_the_cases_and_fail_the_traffic_rule():
     rules = {r.name: r for r in rep.rules}
     traffic = rules[TRAFFIC]
     assert not traffic.passed and traffic.measured == pytest.approx(5.0, rel=0.05)
-    # the detail names the N x N array: 128 x 128 float32 scores
+    # the detail names the N x N array: 128 x 128 float32 scores, and the line that moved it
     assert f"{4 * 128 * 128}" in traffic.detail and "no N x N array" in traffic.detail
+    assert re.search(r"Where the cost is: most global traffic: the (load|store) of S at line "
+                     r"\d+ (of|in) attention_kernel", traffic.detail), traffic.detail
     assert rules[BY_KERNELS].passed and not rep.passed
 
 

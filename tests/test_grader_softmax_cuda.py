@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -138,9 +139,21 @@ def test_fp16_accumulation_passes_every_float32_case():
 
 
 def test_race_report_names_the_slot_array_and_both_lines():
+    """Both accesses in program order, their barrier interval, and where the missing
+    syncthreads() goes (between the two levels of the block's tree)."""
     rep = graded("race_missing_barrier.py")
     err = failing(rep)[0].error
-    assert "shared array" in err and err.count("tid=") == 2 and err.count("at line") == 2, err
+    src = (SUBS / "race_missing_barrier.py").read_text().splitlines()
+    w = next(i for i, t in enumerate(src, 1) if "slots[warp] = v" in t)
+    r = next(i for i, t in enumerate(src, 1) if "v = slots[lane]" in t)
+    fn = "(?:of|in) block_sum"       # the engine's form, or the grader's source-map form
+    assert "shared array slots[" in err and err.count("tid=") == 2, err
+    assert re.search(rf"write by tid=\(\d+, 0, 0\) at line {w} {fn}.* and read by "
+                     rf"tid=\(\d+, 0, 0\) at line {r} {fn}", err), err
+    assert "both before the block's first syncthreads() (line " in err, err
+    assert re.search(rf"no syncthreads\(\) comes between them\. A syncthreads\(\) is needed "
+                     rf"after the write at line {w} {fn}.*, before the read at line {r} {fn}",
+                     err), err
 
 
 #: file -> (rule that must fail, rule that must pass, check of the speedup figure)
@@ -163,6 +176,13 @@ def test_known_wrong_submission_is_correct_but_fails_a_speed_rule(name):
         assert rule(rep, may_pass).passed, rep.to_text()
     assert rule(rep, BY_KERNELS).passed
     assert figure(rule(rep, SPEED).measured), rep.to_text()
+    # a failing speed rule names the site that cost the most; the coalescing rule the worst
+    site = r"the load of X at line \d+ (?:of|in) \w+"
+    assert re.search(rf"Where the cost is: most global traffic: {site}",
+                     rule(rep, SPEED).detail), rule(rep, SPEED).detail
+    if must_fail == COALESCED:
+        assert re.search(rf"least coalesced: {site}(?: \(`[^`]*`\))?, \d+% of its bytes used",
+                         rule(rep, COALESCED).detail), rule(rep, COALESCED).detail
 
 
 # ------------------------------------------------------------ thresholds from the model
