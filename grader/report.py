@@ -248,7 +248,10 @@ class Report:
         """A stop before any case ran: one named block, what the submission printed, the
         score. In a lab with several functions, each broken one is a block of its own."""
         # a rule violation's block lists every finding: its one-line summary would repeat one
+        # (a syntax error's says "syntax error at line 2: …" for the csv: the title says it)
         message = None if self.fatal_kind == "rule-violation" else self.fatal
+        if self.fatal_kind == "syntax-error" and message:
+            message = message.removeprefix("syntax error ")
         L = fatal_block(self.fatal_kind, message, self.fatal_detail)
         several = [f for f in self.functions if f in self.broken] if len(self.functions) > 1 \
             else []

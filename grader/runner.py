@@ -489,8 +489,8 @@ def rules_summary(spec) -> str:
 
 
 def syntax_error(source: str, smap: SourceMap) -> tuple[str, list[str]] | None:
-    """``(message, detail)`` when ``source`` does not parse: where (by :class:`SourceMap`) and
-    what Python says, then the line quoted with a caret under the column Python points at (if
+    """``(message, detail)`` when ``source`` does not parse: ``syntax error at <where>: <what
+    Python says>`` (where: by :class:`SourceMap`), then the line quoted with a caret under the column Python points at (if
     it says one). None when it parses."""
     import ast
 
@@ -500,10 +500,11 @@ def syntax_error(source: str, smap: SourceMap) -> tuple[str, list[str]] | None:
         n = exc.lineno or 0
         msg = exc.msg or "invalid syntax"
         if not smap.valid(n):
-            return f"{msg}", []
+            return f"syntax error: {msg}", []
         line = smap.source_line(n).rstrip()
+        head = f"syntax error at {smap.where(n)}: {msg}"
         if len(line) > 160:
-            return f"{smap.where(n)}: {msg}", [f"| {quote_line(line, 160)}"]
+            return head, [f"| {quote_line(line, 160)}"]
         detail = [f"| {line}"]
         off = exc.offset or 0
         if smap.lines[n - 1].rstrip() != line:  # an IPython magic: the offset is the comment's
@@ -511,9 +512,9 @@ def syntax_error(source: str, smap: SourceMap) -> tuple[str, list[str]] | None:
         if 1 <= off <= len(line) + 1:
             pad = "".join("\t" if ch == "\t" else " " for ch in line[: off - 1])
             detail.append(f"| {pad}^")
-        return f"{smap.where(n)}: {msg}", detail
+        return head, detail
     except ValueError as exc:  # null bytes (older Pythons)
-        return str(exc), []
+        return f"syntax error: {exc}", []
     except (RecursionError, MemoryError):
         return None
     return None

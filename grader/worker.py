@@ -117,8 +117,16 @@ def _describe_exception(exc: BaseException, path: str, mem_limit: int) -> str:
     try:
         from numba.core.errors import TypingError
         if isinstance(exc, TypingError):
-            text = str(exc).strip().splitlines()
-            return "numba could not compile it: " + " ".join(t.strip() for t in text[:3])[:400]
+            # numba's own words without its pipeline chatter, and the line it points at (as
+            # "line N": the grader names the cell and quotes it, grader.source_map)
+            text = [t.strip() for t in str(exc).strip().splitlines() if t.strip()
+                    and not t.strip().startswith(("Failed in ", "During:"))]
+            where = ""
+            loc = getattr(exc, "loc", None)
+            if getattr(loc, "filename", None) == path and getattr(loc, "line", None):
+                where = f" — at line {loc.line}"
+            return ("numba could not compile it: " + " ".join(text[:3])[:400]
+                    + where)
     except ImportError:  # pragma: no cover
         pass
     return _user_frames(exc, path)

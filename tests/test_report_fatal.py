@@ -68,7 +68,8 @@ def test_a_syntax_error_is_called_a_syntax_error(lab, tmp_path):
     assert not rep.passed and rep.score == 0 and rep.fatal_kind == "syntax-error"
     text = assert_one_block(rep, "SYNTAX ERROR — nothing was run")
     assert "breaks the lab's rules" not in text and "rule violation" not in text, text
-    assert rep.fatal == "line 2: expected ':'", rep.fatal
+    assert rep.fatal == "syntax error at line 2: expected ':'", rep.fatal  # the csv's column
+    assert "SYNTAX ERROR — nothing was run\n   at line 2: expected ':'\n" in text, text
     # the line quoted, the caret under the place Python points at (just past the ')')
     assert f"   | {head}\n   | {' ' * len(head)}^\n" in text, text
     assert rep.to_dict()["fatal_kind"] == "syntax-error"
@@ -80,7 +81,8 @@ def test_a_syntax_error_in_a_notebook_names_the_solution_cell(tmp_path):
                              ("sol", "%matplotlib inline\n\ndef gemm(A, B, C)\n    pass")])
     rep = grade("gemm-cpu", nb, run_performance=False)
     assert rep.fatal_kind == "syntax-error"
-    assert rep.fatal == "solution cell 2 (notebook cell 4), line 3: expected ':'", rep.fatal
+    assert rep.fatal == ("syntax error at solution cell 2 (notebook cell 4), line 3: "
+                         "expected ':'"), rep.fatal
     text = assert_one_block(rep, "SYNTAX ERROR")
     assert "   | def gemm(A, B, C)\n   |                  ^\n" in text, text
 
@@ -112,6 +114,17 @@ def test_a_missing_function_says_what_the_lab_asks_for(lab, tmp_path):
     assert f"the submission defines: {typo}({', '.join(params)})" in text, text
     assert text.count(f"did you mean {typo}? the lab calls it {first}: rename it") == 1, text
     assert rep.defined == {typo: list(params)}
+
+
+def test_a_compile_error_names_its_line(tmp_path):
+    sub = tmp_path / "typo.py"
+    sub.write_text("import numba\n\n\n@numba.njit\ndef gemm(A, B, C):\n"
+                   "    C[0, 0] = undefined_name + 1\n")
+    rep = grade("gemm-cpu", sub, run_performance=False)
+    assert rep.fatal_kind == "compile-error"
+    assert_one_block(rep, "COMPILE ERROR — no case was run")
+    assert "NameError: name 'undefined_name' is not defined" in rep.fatal, rep.fatal
+    assert rep.fatal.endswith(" — at line 6 (`C[0, 0] = undefined_name + 1`)"), rep.fatal
 
 
 # ------------------------------------------------------------------------- crash at import
