@@ -8,7 +8,7 @@ never sees. :meth:`SourceMap.rewrite` turns each into the cell and the line in i
 line quoted::
 
     line 27            ->  solution cell 2 (notebook cell 7), line 5 (`As[ty, tx] = A[row, tx]`)
-    line 27 of dev     ->  solution cell 2 (notebook cell 7), line 5 in dev (`...`)
+    line 27 of dev     ->  solution cell 2 (notebook cell 7), line 5 of dev (`...`)
     line 27 (a .py)    ->  line 27 (`As[ty, tx] = A[row, tx]`)
 
 A later location in the same message and the same cell says only ``line 6 (`...`)``.
@@ -76,9 +76,9 @@ class SourceMap:
         return 1 <= n <= len(self.lines)
 
     def where(self, n: int, fn: str | None = None) -> str:
-        """``solution cell 2 (notebook cell 7), line 5`` (``…, line 5 in FN``), or ``line n``
+        """``solution cell 2 (notebook cell 7), line 5`` (``…, line 5 of FN``), or ``line n``
         for a ``.py`` or a line the map does not know."""
-        tail = f" in {fn}" if fn else ""
+        tail = f" of {fn}" if fn else ""
         if self.origins is not None and 1 <= n <= len(self.origins) and self.origins[n - 1]:
             cell, k, ln, _ = self.origins[n - 1]
             return f"solution cell {k} (notebook cell {cell}), line {ln}{tail}"
@@ -102,7 +102,7 @@ class SourceMap:
         code = quote_line(self.source_line(n))
         where = self.where(n, fn)
         if same_cell and self.cell_of(n) is not None:
-            where = f"line {self.origins[n - 1][2]}" + (f" in {fn}" if fn else "")
+            where = f"line {self.origins[n - 1][2]}" + (f" of {fn}" if fn else "")
         return where + (f" (`{code}`)" if code else "")
 
     def rewrite(self, text):

@@ -49,7 +49,7 @@ def test_the_grader_location_forms_are_rewritten(tmp_path):
     where = "solution cell 3 (notebook cell 5), line 2"
     code = "(`return a + 1`)"
     assert smap.rewrite(f"write at line {n}: x") == f"write at {where} {code}: x"
-    assert smap.rewrite(f"at line {n} of dev") == f"at {where} in dev {code}"
+    assert smap.rewrite(f"at line {n} of dev") == f"at {where} of dev {code}"
     assert smap.rewrite(f'File "/c/ab12/submission.py", line {n}:') == f"{where} {code}:"
     assert smap.rewrite(f"submission.py:{n}: return a + 1\nTBuf") == f"{where} {code}\nTBuf"
     # a later location in the same cell says only the line; another cell is named again
@@ -71,7 +71,7 @@ def test_a_py_file_keeps_its_numbers_and_gets_its_lines_quoted(tmp_path):
     sub.write_text("import numpy as np\r\n\r\ndef f(a):\r\n    return a\n")
     _, smap = SourceMap.of_submission(sub)
     assert smap.origins is None
-    assert smap.rewrite("line 4 of f") == "line 4 in f (`return a`)"
+    assert smap.rewrite("line 4 of f") == "line 4 of f (`return a`)"
     assert smap.rewrite("line 2") == "line 2"  # an empty line: nothing to quote
     long = "x = " + "1 + " * 40 + "1"
     assert quote_line(long).endswith("…") and len(quote_line(long)) == 60
