@@ -176,7 +176,7 @@ def test_calls_cupy_breaks_the_static_rules():
 
 _STORES = 4 / lab.PERF_N        # C's stores, B/FMA
 #: file -> (rule that must fail, rules that must pass, check of the figures (B/FMA, speedup, %
-#: coalesced) the thresholds were set from: module docstring, README); every case must pass
+#: coalesced) the thresholds were set from: module docstring, docs/grading.md); every case must pass
 WRONG_SPEED = {
     # (d) the A tile loaded with threadIdx.x walking down A's column: correct, uncoalesced
     # (its A loads: a warp's 16 rows x 2 floats, 8 of each sector's 32 bytes)
