@@ -270,10 +270,12 @@ class Report:
 
 
     def _case_lines(self) -> list[str]:
-        """The case table. Cases never run are one line per reason ("all 16 cases not run: rule
-        violation", "softmax: 10 cases not run: 'softmax' is not defined ..."); a function none
+        """The case table. Cases never run are one line per reason, or the named block of a
+        broken function ("softmax: MISSING FUNCTION — its 10 cases not run"); a function none
         of whose cases produced an output to compare (it raised each time) gets one line per
-        distinct error; the other cases get a row each."""
+        distinct error; the other cases get a row each, except that failures without figures
+        repeating an error shown above are one line together. Under the rows: what the ulp and
+        budget columns mean (:func:`ulp_note`)."""
         L = []
         several = len(self.functions) > 1
         ran = [c for c in self.cases if not c.not_run]
@@ -289,7 +291,11 @@ class Report:
             w = max(28, *(len(n) for n in names))      # the column fits the longest name
             L.append(f"   {'case':<{w}} {'max abs err':>11} {'max ulp':>9} {'budget':>7}  result")
             first_with: dict[str, str] = {}  # error text -> the first case that had it
+            again: dict[str, list[str]] = {}  # ... -> the later cases, without figures, too
             for c, name in zip(rows, names):
+                if not c.passed and not c.comparison and c.error in first_with:
+                    again.setdefault(c.error, []).append(name)  # one line for them all, below
+                    continue
                 if c.comparison:
                     cm = c.comparison
                     L.append(f"   {name:<{w}} {fmt_number(cm['max_abs']):>11} "
@@ -306,6 +312,12 @@ class Report:
                             L.extend("        " + row for row in c.tile_map.splitlines()[:16])
                     else:
                         L.append(f"      ↳ same error as case {first_with[c.error]}")
+            for error, later in again.items():
+                shown = ", ".join(later[:8]) + (f" … ({len(later)} in all)" if len(later) > 8
+                                                else "")
+                n = len(later)
+                L.append(f"   {n} more case{'s' * (n != 1)} FAIL with the same error as "
+                         f"{first_with[error]}: {shown}")
         for fn in (f for f in by_fn if f in alike):
             cs = by_fn[fn]
             errors: dict[str, list[str]] = {}

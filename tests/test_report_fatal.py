@@ -253,3 +253,14 @@ def test_an_exception_in_the_notebook_names_the_students_line(capsys):
     out = capsys.readouterr().out
     assert "IndexError: index 5 is out of bounds" in out
     assert "— at line " in out and "(`C[:, :] = np.zeros(2)[5]`)" in out, out
+
+
+def test_failures_repeating_an_error_are_one_line_not_a_row_each():
+    rep = _report_with("K-aware: ...")
+    rep.cases += [CaseResult(f"{n}x{n}x{n}", {}, error="race: on As[0, 0] at line 3",
+                             function="f") for n in (17, 33, 65, 129)]
+    text = rep.finish().to_text()
+    assert text.count("race: on As[0, 0]") == 1, text
+    assert "   3 more cases FAIL with the same error as 17x17x17: 33x33x33, 65x65x65, " \
+           "129x129x129" in text, text
+    assert "same error as case" not in text and "   33x33x33 " not in text, text
