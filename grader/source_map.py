@@ -33,11 +33,12 @@ QUOTE_CHARS = 60
 
 # One pass over the text, the longest forms first, so nothing is rewritten twice:
 #   File "<path>", line N[:]        (Python, numba and the GPU compiler's locations)
-#   <name>.py:N[: the line]         (the NPU simulator's kernellab.npu.record.format_src)
+#   <name>.py:N[: the line]         (the NPU simulator's kernellab.npu.record.format_src; the
+#                                    quoted line after it, when it is line N, is dropped)
 #   line N[ of FN]                  (the static rules, the sim engine)
 _LOCATION = re.compile(
     r'File "(?P<file>[^"\n]+)", line (?P<fline>\d+)'
-    r"|(?<![\w/.-])(?P<base>[\w.-]+\.py):(?P<bline>\d+)(?P<bcode>: [^\n]*)?"
+    r"|(?<![\w/.-])(?P<base>[\w.-]+\.py):(?P<bline>\d+)"
     r"|\bline (?P<line>\d+)(?: of (?P<fn>[A-Za-z_]\w*))?")
 
 
@@ -111,28 +112,30 @@ class SourceMap:
         if not text or not isinstance(text, str):
             return text
 
-        last = [None]  # the cell the text named last: later lines in it are "line L" only
-
-        def sub(m: re.Match) -> str:
-            fn = None
+        out, pos, last = [], 0, None  # last: the cell named last (later: "line L" only)
+        for m in _LOCATION.finditer(text):
+            if m.start() < pos:  # inside a quoted line already dropped
+                continue
+            fn, end = None, m.end()
             if m.group("fline"):
                 n = int(m.group("fline"))
-                if os.path.basename(m.group("file")) != self.filename or not self.valid(n):
-                    return m.group(0)
+                ok = os.path.basename(m.group("file")) == self.filename
             elif m.group("bline"):
                 n = int(m.group("bline"))
-                if m.group("base") != self.filename or not self.valid(n):
-                    return m.group(0)
+                ok = m.group("base") == self.filename
+                quoted = ": " + self.lines[n - 1].strip() if self.valid(n) else None
+                if ok and quoted and text.startswith(quoted, end):
+                    end += len(quoted)  # format_src's copy of the line: quoted below instead
             else:
-                n, fn = int(m.group("line")), m.group("fn")
-                if not self.valid(n):
-                    return m.group(0)
+                n, fn, ok = int(m.group("line")), m.group("fn"), True
+            if not ok or not self.valid(n):
+                continue
             cell = self.cell_of(n)
-            out = self.locate(n, fn, same_cell=cell is not None and cell == last[0])
-            last[0] = cell
-            return out
-
-        return _LOCATION.sub(sub, text)
+            out.append(text[pos:m.start()])
+            out.append(self.locate(n, fn, same_cell=cell is not None and cell == last))
+            last, pos = cell, end
+        out.append(text[pos:])
+        return "".join(out)
 
 
 def locate_in_file(filename: str, n: int) -> str:

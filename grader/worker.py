@@ -48,9 +48,11 @@ def _user_frames(exc: BaseException, path: str) -> str:
     """The part of a traceback inside the submission (plain words for the report)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
     where = ""
-    if frames:  # "line N": the grader names the cell and quotes the line (grader.source_map)
-        where = f" — at line {frames[-1].lineno}"
     msg = str(exc).strip().splitlines()
+    # "line N": the grader names the cell and quotes the line (grader.source_map); not when
+    # the message names it already (the NPU simulator's "submission.py:N: ...")
+    if frames and f"{os.path.basename(path)}:{frames[-1].lineno}" not in str(exc):
+        where = f" — at line {frames[-1].lineno}"
     first = msg[0] if msg else ""
     if len(first) > 300:
         first = first[:300] + "…"
@@ -79,10 +81,19 @@ def _describe_sim_error(exc: BaseException) -> str | None:
     """A sim-tier hazard (:mod:`kernellab.sim.errors`) as ``"<kind>: <message>"`` in one line
     (``race: ctaid=(0, 0, 0): race on shared array shared0[3, 5] ...``), so the report says what
     the GPU would have done wrong; a ``NotImplementedError`` inside a kernel (an untouched lab's
-    kernel) reads "not implemented". None for anything else. The errors module imports nothing
+    kernel) reads "not implemented"; an NPU simulator error (:mod:`kernellab.npu.errors`) reads
+    ``"<Class>: <its whole message>"``. None for anything else. The errors module imports nothing
     heavy; a worker of a CPU lab never raises these."""
     errors = sys.modules.get("kernellab.sim.errors")
     ptx = sys.modules.get("kernellab.sim.ptx")
+    npu = sys.modules.get("kernellab.npu.errors")
+    if npu is not None and isinstance(exc, npu.NPUError):
+        # an NPU hazard: its class and its whole message (the line, then why: an overflow's
+        # allocation table follows), not just the first 300 characters of a Python error
+        text = " / ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())
+        if len(text) > MAX_SIM_MESSAGE:
+            text = text[:MAX_SIM_MESSAGE] + "…"
+        return f"{type(exc).__name__}: {text}"
     if ptx is not None and isinstance(exc, ptx.PTXToolError):
         return ("the GPU-compile check could not run (a problem of the grading machine, not of "
                 "the kernel): " + " ".join(str(exc).split())[:MAX_SIM_MESSAGE])

@@ -20,6 +20,7 @@ from grader import local
 from grader.labs import get_spec_class
 from grader.report import CaseResult, Report
 from grader.runner import grade
+from grader.spec import HiddenCases
 
 ROOT = Path(__file__).resolve().parent.parent
 LABS = ["gemm-cpu", "gemm-cuda", "softmax-cuda", "winograd", "flash-attention", "int8-linear",
@@ -264,3 +265,15 @@ def test_failures_repeating_an_error_are_one_line_not_a_row_each():
     assert "   3 more cases FAIL with the same error as 17x17x17: 33x33x33, 65x65x65, " \
            "129x129x129" in text, text
     assert "same error as case" not in text and "   33x33x33 " not in text, text
+
+
+def test_an_npu_hazard_keeps_its_reason_after_the_quoted_line():
+    sub = ROOT / "tests" / "submissions" / "npu_matmul" / "l0c_overflow.py"
+    first = get_spec_class("npu-matmul")().cases(HiddenCases())[0].name
+    rep = grade("npu-matmul", sub, run_performance=False, only=lambda c: c.name == first)
+    err = rep.cases[0].error
+    line = next(n for n, t in enumerate(sub.read_text().splitlines(), 1)
+                if "pipe.init_buffer(qc" in t)
+    assert err.startswith(f"L0COverflowError: line {line} (`pipe.init_buffer(qc, "), err
+    assert "/ L0C overflow: " in err and "<- does not fit" in err, err  # the why, in full
+    assert err.count("— at line") == 0, err  # the message names its line: not said twice

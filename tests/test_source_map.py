@@ -52,6 +52,10 @@ def test_the_grader_location_forms_are_rewritten(tmp_path):
     assert smap.rewrite(f"at line {n} of dev") == f"at {where} of dev {code}"
     assert smap.rewrite(f'File "/c/ab12/submission.py", line {n}:') == f"{where} {code}:"
     assert smap.rewrite(f"submission.py:{n}: return a + 1\nTBuf") == f"{where} {code}\nTBuf"
+    # the NPU's one-line form: the reason after the quoted line is kept
+    assert smap.rewrite(f"E: submission.py:{n}: return a + 1 / L0C of 9 B: too big") == \
+        f"E: {where} {code} / L0C of 9 B: too big"
+    assert smap.rewrite(f"submission.py:{n}: other code / x") == f"{where} {code}: other code / x"
     # a later location in the same cell says only the line; another cell is named again
     assert smap.rewrite(f"line {n} and line {n - 1}") == \
         f"{where} {code} and line 1 (`def dev(a):`)"
