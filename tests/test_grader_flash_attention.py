@@ -156,6 +156,56 @@ def _assert_next_tile_race_wording(err):
 
 
 @sim_only
+def test_query_rows_in_shared_memory_fail_the_speedup_with_a_32_way_conflict():
+    """Each thread's query row in shared memory, Qs[tid, t] (float32), unpadded: the score
+    loop reads it down a column, words d = 32 apart, a 32-way bank conflict. One call at the
+    timed shape, in-process (no grading, no replay): its result passes the lab's own check,
+    and the spec's rules on its launches fail the modelled speedup, naming Qs, its line and
+    the degree. (Graded in full once: every case passes, 80/100.)"""
+    from numba import cuda
+
+    from grader.labs import _baseline as baseline
+    from grader.labs._cuda import PROFILE, launch_dict
+    from grader.spec import Case
+    from kernellab import sim
+    from kernellab.kernels.attention_cuda import attention_v1
+
+    path = SUBS / "q_rows_in_shared.py"
+    ns = {"__name__": "submission"}
+    exec(compile(path.read_text(), str(path), "exec"), ns)
+    spec = lab.FlashAttention()
+    B, H, N, d = lab.PERF_SHAPE
+    shape = {"shape": [B, H, N, d], "dtype": lab.PERF_DTYPE, "causal": False}
+    case = Case("timed", {"B": B, "H": H, "N": N, "d": d, "dtype": lab.PERF_DTYPE,
+                          "causal": False}, seed=5)
+    data = spec.case_data(case)
+    Q, K, V = (data.inputs[k] for k in ("Q", "K", "V"))
+    O = np.full(Q.shape, np.nan, Q.dtype)
+    with sim.capture(sites=True) as cap:
+        ns["flash_attention"](Q, K, V, O, False)
+    assert spec.check(case, data, {"O": O}).ok
+
+    def materialised():
+        with sim.capture() as cap_base:
+            attention_v1(*(cuda.to_device(x) for x in (Q, K, V)),
+                         cuda.to_device(np.zeros_like(Q)), False)
+        return [launch_dict(x) for x in cap_base.launches]
+
+    m = {"tier": "sim", "profile": PROFILE, **shape,
+         "submission": [launch_dict(x) for x in cap.launches], "unchecked": [],
+         "digests": {k: sim.content_digest(x) for k, x in (("Q", Q), ("K", K), ("V", V))},
+         "o_digest": sim.content_digest(O),
+         "materialised": baseline.launches("attention_v1", shape, materialised)}
+    rules = {r.name: r for r in spec.perf_rules(json.loads(json.dumps(m)))}
+    got = rules[SPEED]
+    assert not got.passed and rules[TRAFFIC].passed and rules[BY_KERNELS].passed, got.detail
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1)
+                if "down a column of Qs" in t)
+    assert (f"the load of Qs at line {line} of attention_kernel: 32-way bank conflict, 32 "
+            "wavefronts per request") in got.detail, got.detail
+
+
+@sim_only
 def test_scores_in_global_memory_pass_the_cases_and_fail_the_traffic_rule():
     rep = graded("scores_in_global.py", perf=True)
     assert all(c.passed for c in rep.cases), [c.error for c in rep.cases if not c.passed]
