@@ -117,6 +117,21 @@ def test_a_missing_function_says_what_the_lab_asks_for(lab, tmp_path):
     assert rep.defined == {typo: list(params)}
 
 
+@pytest.mark.parametrize("lab, src, says", [
+    ("gemm-cpu", "def gemm(A, B):\n    pass\n",
+     "gemm(A, B) cannot be called as gemm(A, B, C), which is how the lab calls it"),
+    ("gemm-cuda", "from numba import cuda\n\n\n@cuda.jit\ndef gemm(A, B, C):\n    pass\n",
+     "'gemm' is a @cuda.jit kernel; the lab calls gemm(A, B, C) as a plain Python function"),
+])
+def test_a_wrong_signature_is_one_block(lab, src, says, tmp_path):
+    sub = tmp_path / "sig.py"
+    sub.write_text(src)
+    rep = grade(lab, sub, run_performance=False)
+    assert rep.fatal_kind == "wrong-signature"
+    text = assert_one_block(rep, "WRONG SIGNATURE — no case was run")
+    assert text.count(says) == 1, text
+
+
 def test_a_compile_error_names_its_line(tmp_path):
     sub = tmp_path / "typo.py"
     sub.write_text("import numba\n\n\n@numba.njit\ndef gemm(A, B, C):\n"
