@@ -490,8 +490,8 @@ def rules_summary(spec) -> str:
 
 def syntax_error(source: str, smap: SourceMap) -> tuple[str, list[str]] | None:
     """``(message, detail)`` when ``source`` does not parse: ``syntax error at <where>: <what
-    Python says>`` (where: by :class:`SourceMap`), then the line quoted with a caret under the column Python points at (if
-    it says one). None when it parses."""
+    Python says>`` (where: by :class:`SourceMap`), then the line quoted with a caret under the
+    column Python points at (if it says one). None when it parses."""
     import ast
 
     try:

@@ -1,4 +1,4 @@
-"""Source locations a student can find: ``line N`` of the graded code, told as the notebook shows it.
+"""Source locations a student can find: ``line N`` of the graded code, as the notebook shows it.
 
 The grader runs one text: a ``.py`` file as it is, or a notebook's solution cells joined
 (:func:`kernellab.notebook.submission_origins`). The static rules, the sim and NPU simulators,

@@ -260,7 +260,8 @@ def main(argv: list[str]) -> int:
                 entry = {f: ns[f] for f in req["functions"] if f in ns}
                 _reply(fd_out, {"ok": True, "seconds": time.perf_counter() - t0,
                                 "codegen": codegen.active(),
-                                "signatures": {f: _signature(ns, f, p) for f, p in req["functions"].items()},
+                                "signatures": {f: _signature(ns, f, p)
+                                               for f, p in req["functions"].items()},
                                 "defined": _defined(ns)})
             elif op == "compile":
                 # Compile a numba entry point for the given argument types without running it,
