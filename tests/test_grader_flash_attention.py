@@ -309,7 +309,7 @@ def test_whole_row_in_local_memory_fails_the_traffic_rule_naming_local_memory(tm
 def test_every_known_wrong_submission_is_tested():
     assert {p.name for p in SUBS.glob("*.py")} == set(WRONG) | {
         "scores_in_global.py", "host_in_timed_call.py", "running_max_zero.py",
-        "whole_row_local.py"}
+        "whole_row_local.py", "q_rows_in_shared.py"}
 
 
 # -------------------------------------------------------------------- diagnoses (no simulator)
