@@ -981,6 +981,9 @@ def test_race_message_names_the_interval_and_where_the_barrier_goes():
     assert (f"A syncthreads() is needed after the write at line {line('red')}, before the "
             f"loop's next read at line {line('red')} \u2014 at the end of the loop body") in msg
 
+    # only warp 0 runs the tree (t < 32 at every level): a syncwarp() is enough, and said
+    assert "(only warp 0 runs these two lines here, so a cuda.syncwarp() is enough)" in msg
+
 
 @cuda.jit
 def k_tiles_no_second_sync(x, out):
@@ -1006,6 +1009,7 @@ def test_race_across_loop_passes_names_the_next_pass():
             f"loop's next write at line {line('tile_w')} \u2014 at the end of the loop body") \
         in msg, msg
     assert msg.index("read by") < msg.index("write by"), msg     # in program order
+    assert "syncwarp" not in msg, msg             # a one-warp block: syncthreads() it is
 
 
 @cuda.jit

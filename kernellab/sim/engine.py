@@ -1489,8 +1489,11 @@ class _Launch:
         if first == k2:
             a1, a2 = a2, a1
         ep = int(epoch[k1])
+        both = (iv == iv[k1]) & ((site == site[k1]) | (site == site[k2]))
+        warps = np.unique(tid[both] // WARP)
+        warp = int(warps[0]) if len(warps) == 1 and self.nthreads > WARP else None
         raise RaceError(f"{head}{who(a1)} and {who(a2)}, {self._interval(ep)}: "
-                        + _barrier_advice(self, a1, a2, passes))
+                        + _barrier_advice(self, a1, a2, passes, warp))
 
     def _interval(self, ep):
         """Where barrier interval ``ep`` (the count of syncthreads() the block had passed) lies,
@@ -1625,11 +1628,15 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _barrier_advice(launch, a1, a2, passes):
+def _barrier_advice(launch, a1, a2, passes, warp=None):
     """Where a syncthreads() must go to order access ``a1`` before ``a2`` ((tid, is_write,
-    site), ``a1`` first in program order, ``passes`` passes of a loop apart), in words."""
+    site), ``a1`` first in program order, ``passes`` passes of a loop apart), in words.
+    ``warp``: the one warp whose threads made every access from the two lines in the
+    interval (None: several), where a ``syncwarp`` orders them as well."""
     k1, k2 = ("write" if a1[1] else "read"), ("write" if a2[1] else "read")
     w1, w2 = launch.site_where(a1[2]), launch.site_where(a2[2])
+    lanes = (f" (only warp {warp} runs these two lines here, so a cuda.syncwarp() is "
+             "enough)" if warp is not None else "")
     if int(a1[2]) == int(a2[2]):
         return (f"two threads {k1} the element from one instruction with no syncthreads() "
                 "between them; check how the index maps threads to elements (each should "
@@ -1638,13 +1645,14 @@ def _barrier_advice(launch, a1, a2, passes):
         when = "the next pass" if passes == 1 else f"a later pass ({passes} passes on)"
         return (f"the {k2} is in {when} of the loop, and no syncthreads() separates it from "
                 f"the {k1} of the earlier pass. A syncthreads() is needed after the {k1} at "
-                f"{w1}, before the loop's next {k2} at {w2} \u2014 at the end of the loop body")
+                f"{w1}, before the loop's next {k2} at {w2} \u2014 at the end of the loop body"
+                + lanes)
     if w1 == w2:
         return (f"no syncthreads() separates the {k1} from the {k2} on the same line. A "
                 f"syncthreads() is needed between them: {k1} into a variable, syncthreads(), "
-                f"then {k2}")
+                f"then {k2}" + lanes)
     return (f"no syncthreads() comes between them. A syncthreads() is needed after the {k1} at "
-            f"{w1}, before the {k2} at {w2}")
+            f"{w1}, before the {k2} at {w2}" + lanes)
 
 
 def _assigned_name(code, lasti):
