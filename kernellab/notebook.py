@@ -1,6 +1,6 @@
 """Lab notebooks: which cells are the student's, and how a solution becomes a lab.
 
-Conventions (nbgrader's markers, COURSE.md §8):
+Conventions (nbgrader's markers):
 
 * The cells a student fills in carry the cell tag ``solution``. The grader runs exactly those
   cells, in order, and nothing else of the notebook.

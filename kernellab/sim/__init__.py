@@ -1,4 +1,4 @@
-"""The ``sim`` tier: numba-cuda's CUDA simulator extended by Kernel Lab (COURSE.md §4).
+"""The ``sim`` tier: numba-cuda's CUDA simulator extended by Kernel Lab.
 
 On a machine without a GPU, ``import kernellab`` turns numba-cuda's simulator on and arranges
 for :func:`install` to run as soon as ``numba.cuda`` is imported, so ordinary numba-cuda code

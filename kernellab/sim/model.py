@@ -94,7 +94,8 @@ Input rules:
   :func:`speedup` a list; both add up the launches' modelled times.
 
 Check against a published ladder (``tests/test_sim_model.py``): analytic counters for Boehm's
-first three CUDA SGEMM kernels (``references.md`` §1.5) at n=4096 give modelled speedups of
+first three CUDA SGEMM kernels (S. Boehm, "How to Optimize a CUDA Matmul Kernel for
+cuBLAS-like Performance: a Worklog", 2022; the table in the siboehm/SGEMM_CUDA README) at n=4096 give modelled speedups of
 6.6x for coalescing (measured on an A6000: 6.43x) and 1.64x for 32x32 shared-memory tiles
 (measured: 1.50x). The model was not fitted to these figures.
 
@@ -128,7 +129,7 @@ shared and global contention       L1 and shared memory share one data path on r
 
 Profiles and sources
 --------------------
-Markers, as in ``references.md``: [verified] means read in the primary source; [secondary]
+Markers: [verified] means read in the primary source; [secondary]
 means quoted by a third party; [memory] means well known but not checked here; [derived]
 means computed from the other figures; [assumption] means the model's choice.
 
@@ -136,8 +137,8 @@ means computed from the other figures; [assumption] means the model's choice.
 Architecture whitepaper (2020).
 
 * 108 SMs; 1410 MHz boost clock; FP32 19.5 TFLOP/s non-tensor (= 108 x 64 lanes x 2 x
-  1.41 GHz); HBM2 1555 GB/s. The same figures are in ``references.md`` §8, from the datasheet
-  via glennklockwood.com [secondary].
+  1.41 GHz); HBM2 1555 GB/s. The same figures are in NVIDIA's A100 datasheet, as quoted by
+  glennklockwood.com [secondary].
 * L2: 5120 B/clk x 1.41 GHz = 7.22 TB/s. The whitepaper's comparison table gives 5120 B/clk
   against V100's 2048 B/clk [memory]. That agrees with its "2.3x V100 L2 read bandwidth"
   (2.5 x 1410/1530 = 2.3) [memory], and with the 7219 GB/s (= 5120 x 1.41) in Table 3 of
@@ -150,15 +151,15 @@ Architecture whitepaper (2020).
 **h100: NVIDIA H100 SXM5 80 GB.**
 
 * 132 SMs (NVIDIA H100 Tensor Core GPU Architecture whitepaper, 2022) [secondary].
-* FP32 67 TFLOP/s non-tensor and HBM3 3.35 TB/s (H100 datasheet, ``references.md`` §8)
-  [secondary].
+* FP32 67 TFLOP/s non-tensor and HBM3 3.35 TB/s (NVIDIA H100 datasheet, via secondary copies of NVIDIA's
+  spec page) [secondary].
 * Clock 1.98 GHz [derived]: 67e12 / (132 x 128 lanes x 2). That matches the 1980 MHz max clock
   that ``nvidia-smi`` reports for H100 SXM5 [memory].
 * L2: 5120 B/clk x 1.98 GHz = 10.1 TB/s [assumption]. NVIDIA publishes no H100 L2 bytes/clock,
   so the A100 figure is reused per clock, as the Ultrason. Sonochem. table above does.
 
 **h200: NVIDIA H200 SXM 141 GB.** It is H100 SXM5 compute (same GH100 die, 132 SMs, 67 TFLOP/s
-FP32) with HBM3e at 4.8 TB/s (``references.md`` §8) [secondary].
+FP32) with HBM3e at 4.8 TB/s (NVIDIA's H200 product page, via secondary copies) [secondary].
 
 Per-SM figures, all profiles:
 
@@ -343,8 +344,7 @@ PROFILES: dict[str, DeviceProfile] = {
 DEFAULT_PROFILE = "a100"
 """The A100 is the default. It is the part whose whitepaper gives every throughput the model
 needs, including L2 bytes per clock, so none of its roofs is an assumption. It is also the
-GPU most of the course's sources report on (FlashAttention-2, the roofline table in
-``references.md``)."""
+GPU most of the course's sources report on (e.g. FlashAttention-2's benchmarks)."""
 
 
 def get_profile(profile: str | DeviceProfile = DEFAULT_PROFILE) -> DeviceProfile:
