@@ -14,7 +14,8 @@ back) and with numba device arrays in the performance phase; ``causal`` is a Pyt
 Correctness (both tiers), against the float64 golden reference of the same rounded inputs
 (:func:`reference_kernels.attention.attention_golden`): FlashAttention's own test rule
 (Dao-AILab/flash-attention, ``tests/test_flash_attn.py``; the one-ulp floor as in
-``hopper/test_flash_attn.py``), ``|O - O_ref| <= 2 max|O_plain - O_ref| + 1 ulp(max|O_ref|) + R``, with
+``hopper/test_flash_attn.py``),
+``|O - O_ref| <= 2 max|O_plain - O_ref| + 1 ulp(max|O_ref|) + R``, with
 ``O_plain`` a plain attention in the kernel's own dtype with its operations reordered
 (:func:`reference_kernels.attention.attention_plain`, its products and sums left to right in
 float32 like a one-pass kernel), measured on each case's inputs, and ``R`` the derived

@@ -95,7 +95,8 @@ Input rules:
 
 Check against a published ladder (``tests/test_sim_model.py``): analytic counters for Boehm's
 first three CUDA SGEMM kernels (S. Boehm, "How to Optimize a CUDA Matmul Kernel for
-cuBLAS-like Performance: a Worklog", 2022; the table in the siboehm/SGEMM_CUDA README) at n=4096 give modelled speedups of
+cuBLAS-like Performance: a Worklog", 2022; the table in the siboehm/SGEMM_CUDA README) at
+n=4096 give modelled speedups of
 6.6x for coalescing (measured on an A6000: 6.43x) and 1.64x for 32x32 shared-memory tiles
 (measured: 1.50x). The model was not fitted to these figures.
 
@@ -151,8 +152,8 @@ Architecture whitepaper (2020).
 **h100: NVIDIA H100 SXM5 80 GB.**
 
 * 132 SMs (NVIDIA H100 Tensor Core GPU Architecture whitepaper, 2022) [secondary].
-* FP32 67 TFLOP/s non-tensor and HBM3 3.35 TB/s (NVIDIA H100 datasheet, via secondary copies of NVIDIA's
-  spec page) [secondary].
+* FP32 67 TFLOP/s non-tensor and HBM3 3.35 TB/s (NVIDIA H100 datasheet, via secondary
+  copies of NVIDIA's spec page) [secondary].
 * Clock 1.98 GHz [derived]: 67e12 / (132 x 128 lanes x 2). That matches the 1980 MHz max clock
   that ``nvidia-smi`` reports for H100 SXM5 [memory].
 * L2: 5120 B/clk x 1.98 GHz = 10.1 TB/s [assumption]. NVIDIA publishes no H100 L2 bytes/clock,
