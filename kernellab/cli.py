@@ -191,6 +191,7 @@ def cmd_grade(args) -> int:
             rep = Report.start(spec, str(sub))
             rep.fatal = (f"internal error of the grader ({type(exc).__name__}: {exc}); not the "
                          "submission's fault — set KERNELLAB_DEBUG=1 for details")
+            rep.fatal_kind = "grader-error"
             rep = rep.finish()
             status = 3
         reports.append(rep)

@@ -133,3 +133,17 @@ def test_make_check_names_the_step_that_failed(monkeypatch, capsys):
     out = capsys.readouterr().out.strip()
     assert out.startswith(f"make check: FAIL at grading: the {smoke.LAB} solution did not pass")
     assert len(out.splitlines()) == 1
+
+
+def test_a_grader_bug_is_its_own_block_not_the_students_fault(course, capsys, monkeypatch):
+    def broken_grade(lab, sub, **kw):
+        raise KeyError("a bug of the grader")
+
+    monkeypatch.setattr(grader.runner, "grade", broken_grade)
+    monkeypatch.delenv("KERNELLAB_DEBUG", raising=False)
+    main(["start", "gemm-cpu"])
+    capsys.readouterr()
+    assert main(["grade", "gemm-cpu", "--quiet"]) == 3
+    out = capsys.readouterr().out
+    assert "GRADER ERROR (not the submission's fault)" in out
+    assert "KeyError" in out and "Traceback" not in out
