@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import select
 import signal
@@ -77,6 +78,10 @@ def _preexec(limits: Limits):
     return apply
 
 
+#: a frame of faulthandler's dump: ``  File "/path/submission.py", line 12 in gemm``
+_FRAME = re.compile(r'File "(?P<file>[^"\n]+)", line (?P<line>\d+) in (?P<fn>[\w<>.]+)')
+
+
 class Worker:
     """One sandboxed worker process for one submission of one lab."""
 
@@ -89,6 +94,7 @@ class Worker:
         None: the worker chooses for itself (a driver probe)."""
         self.workdir = workdir
         self.limits = limits
+        self.submission = str(submission)
         self.stdout_path = workdir / "stdout.txt"
         self.stderr_path = workdir / "stderr.txt"
         req_r, self._req_w = os.pipe()
@@ -132,9 +138,10 @@ class Worker:
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
+                where = self.where_stopped(ask=True)
                 self.kill()
                 raise WorkerTimeout(f"did not finish within {timeout:g} s (an endless loop, or "
-                                    "far too slow?)")
+                                    f"far too slow?){where}")
             ready, _, _ = select.select([self._resp_r], [], [], min(left, 1.0))
             if ready:
                 chunk = os.read(self._resp_r, 1 << 16)
@@ -172,8 +179,46 @@ class Worker:
             if sig == "SIGKILL":
                 return ("was killed (SIGKILL): usually the operating system ran out of memory "
                         "for it")
-            return f"crashed with signal {sig} (e.g. an out-of-bounds write in compiled code)"
+            return (f"crashed with signal {sig} (e.g. an out-of-bounds write in compiled code)"
+                    + self.where_stopped())
         return f"ended the grading process itself (exit status {rc}): a kernel must return normally"
+
+    def where_stopped(self, ask: bool = False) -> str:
+        """`` — it was at line N of FN when it stopped``: the innermost frame of the submission
+        in the stack the worker's faulthandler wrote (:data:`grader.worker.STACK_FILE`; with
+        ``ask``, first request one with SIGUSR1 and wait up to a second for it). Empty when no
+        line of the submission was on the stack (a compiled function the grader called
+        directly) or the worker wrote none."""
+        path = self.workdir / "stack.txt"
+        if ask and self.proc.poll() is None:
+            try:
+                size = path.stat().st_size
+                os.kill(self.proc.pid, signal.SIGUSR1)
+            except OSError:
+                return ""
+            t_end = time.monotonic() + 1.0
+            while time.monotonic() < t_end:
+                time.sleep(0.02)
+                try:
+                    if path.stat().st_size > size:
+                        time.sleep(0.05)  # the dump is a few short writes
+                        break
+                except OSError:
+                    return ""
+        try:
+            with open(path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 65536))
+                text = f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        last = text.rsplit("most recent call first", 1)[-1]  # the newest dump only
+        for m in _FRAME.finditer(last):  # innermost first
+            if m.group("file") == self.submission:
+                fn = m.group("fn")
+                of = "" if fn.startswith("<") else f" of {fn}"  # <module>: top-level code
+                return f" — it was at line {m.group('line')}{of} when it stopped"
+        return ""
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -210,9 +210,28 @@ def _defined(ns: dict) -> dict:
     return out
 
 
+#: where the worker writes the Python stack when it crashes or the grader asks (SIGUSR1, just
+#: before a time-out kills it): :meth:`grader.sandbox.Worker.where_stopped` reads it
+STACK_FILE = "stack.txt"
+
+
+def _dump_stack_on_signals(workdir: str) -> None:
+    """Python's faulthandler, writing into ``workdir/STACK_FILE``: on a fatal signal (SIGSEGV,
+    SIGFPE, SIGABRT, SIGBUS, SIGILL) and on SIGUSR1. Its handler is C code, so it runs even
+    inside a compiled loop, and the report can say which line a hang or crash was at."""
+    import faulthandler
+    import signal
+
+    f = open(os.path.join(workdir, STACK_FILE), "w")  # noqa: SIM115 - open for the process
+    faulthandler.enable(file=f)
+    faulthandler.register(signal.SIGUSR1, file=f, all_threads=False)
+    _dump_stack_on_signals.file = f  # kept open (and referenced) for the process's life
+
+
 def main(argv: list[str]) -> int:
     lab_id, sub_path, workdir, fd_in, fd_out = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4])
     mem_limit = int(os.environ.get("KERNELLAB_GRADER_MEM", 0))
+    _dump_stack_on_signals(workdir)
     import kernellab  # noqa: F401  first: thread settings before numpy/numba load
     from grader.labs import get_spec_class  # imports numpy, never numba
     from grader.spec import CaseData
