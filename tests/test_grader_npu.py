@@ -166,20 +166,21 @@ WRONG_CASES = {
                                            ("128x256x128",)),
     # a TBuf shared between pipes with nothing ordering them: both pipes, calls and lines named
     ("npu-vector-add", "tbuf_copy_in_unordered.py"): (
-        ("DataRaceError",), "V reads them in add here, but MTE2 wrote them in data_copy", 24,
-        ()),
+        ("DataRaceError",), "V reads them in add here (pass 1 of this line in block 0), but MTE2 "
+        "wrote them in data_copy", 24, ()),
     ("npu-vector-add", "tbuf_copy_out_unordered.py"): (
-        ("DataRaceError",), "MTE3 reads them in data_copy here, but V wrote them in add", 24,
-        ()),
+        ("DataRaceError",), "MTE3 reads them in data_copy here (pass 1 of this line in block 0), "
+        "but V wrote them in add", 24, ()),
     ("npu-vector-add", "tbuf_copy_in_war.py"): (
-        ("DataRaceError",), "MTE2 writes them in data_copy here, but V read them in add", 3,
+        ("DataRaceError",), "MTE2 writes them in data_copy here (pass 2 of this line in block "
+        "0), but V read them in add at", 3,
         ("n=1", "n=100003", "n=3001 special values")),
     ("npu-matmul", "tbuf_l1_unordered.py"): (
-        ("DataRaceError",), "MTE1 reads them in load_data here, but MTE2 wrote them in "
-        "data_copy", 17, ()),
+        ("DataRaceError",), "MTE1 reads them in load_data here (pass 1 of this line in block 0), "
+        "but MTE2 wrote them in data_copy", 17, ()),
     ("npu-matmul", "tbuf_l0_unordered.py"): (
-        ("DataRaceError",), "M reads them in mmad here, but MTE1 wrote them in load_data", 17,
-        ()),
+        ("DataRaceError",), "M reads them in mmad here (pass 1 of this line in block 0), but MTE1 "
+        "wrote them in load_data", 17, ()),
     # a sum clamped to the largest float16: 6e4 + 6e4 must be inf
     ("npu-vector-add", "saturating_add.py"): (("outside the tolerance",),
                                               "got 65504, expected inf", 1,

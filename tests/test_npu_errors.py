@@ -364,6 +364,35 @@ def test_tbuf_write_after_read_across_pipes_needs_ordering():
     assert "overwrite them before V has read them" in msg and "free_tensor" in msg, msg
 
 
+def test_tbuf_race_between_two_passes_of_a_loop_names_the_passes():
+    @asc.kernel(core="aiv")
+    def k(x, z):
+        pipe = asc.TPipe()
+        tb = asc.TBuf(P.VECIN)
+        qo = asc.TQue(P.VECOUT, 1)
+        pipe.init_buffer(tb, N // 2 * 2)
+        pipe.init_buffer(qo, 1, N // 2 * 2)
+        for i in range(2):                       # two tiles through one TBuf
+            a = tb.get(asc.half)
+            asc.data_copy(a, x[i * (N // 2):], N // 2)
+            asc.pipe_barrier(asc.PIPE_ALL)       # this tile's copy before its add...
+            c = qo.alloc_tensor(asc.half)
+            asc.adds(c, a, 1.0, N // 2)          # ...but nothing orders the next copy after it
+            qo.enque(c)
+            c = qo.deque()
+            asc.data_copy(z[i * (N // 2):], c, N // 2)
+            qo.free_tensor(c)
+
+    msg = trips(errors.DataRaceError, k, line="asc.data_copy(a, x[i * (N // 2):], N // 2)")
+    assert "MTE2 writes them in data_copy here (pass 2 of this line in block 0)" in msg, msg
+    assert "V read them in adds at" in msg and "(pass 1)" in msg, msg
+    assert ("The two are in different passes of the loop: the next pass's data_copy is not "
+            "ordered after this pass's adds.") in msg, msg
+    # one pass, the same race shape: no word of passes
+    one = trips(errors.DataRaceError, tbuf_vec("overwrite"), line="asc.data_copy(a, x, N)")
+    assert "different passes" not in one, one
+
+
 def test_tbuf_write_by_v_then_copy_out_by_mte3_needs_ordering():
     def k_for(barrier):
         @asc.kernel(core="aiv")

@@ -49,9 +49,10 @@ ONE_CORE = dataclasses.replace(
     description=f"{CARD.description}, cut to 1 AIC + 1 AIV (the one-core timed run)",
     n_aic=1, n_aiv=1)
 
-#: Longest simulator message kept in a report line (the worker keeps the first 300 characters
-#: of an exception's first line; the NPU errors name the line, then say what went wrong).
-MAX_MESSAGE = 600
+#: Longest simulator message kept in a report line, as the worker keeps a hazard's
+#: (:data:`grader.worker.MAX_SIM_MESSAGE`): the NPU errors name the line, say what went wrong,
+#: then how to fix it, and the fix must not be cut off.
+MAX_MESSAGE = 1500
 
 #: Names of the simulator a submission has no business reaching: its per-block context and
 #: records (``asc.ctx()``), the queue lowering table, the card registry (a faster card), and

@@ -125,6 +125,9 @@ class BlockContext:
         self.vc = [[0] * len(PIPES) for _ in PIPES]
         self._flag_vc: dict = {}
         self.barriers = 0
+        #: (source line, write, TBuf) -> how many times that line has accessed that TBuf in this
+        #: block: a loop's pass, which a race message names
+        self._passes: dict = {}
 
     # ---- memories -------------------------------------------------------------------------
     def memory(self, name: str) -> Memory:
@@ -229,13 +232,15 @@ class BlockContext:
         nb = (t._n if n is None else n) * t.dtype.itemsize
         lo = t._boff
         if a.hist is not None:
-            self._order(t, pipe, write, src, what, lo, lo + nb)
+            key = (src, write, a.label)
+            self._passes[key] = self._passes.get(key, 0) + 1
+            self._order(t, pipe, write, src, what, lo, lo + nb, self._passes[key])
         if write:
             mem.written[lo:lo + nb] = True
         elif not mem.written[lo:lo + nb].all():
             self._uninit(t, lo, nb, src)
 
-    def _order(self, t, pipe, write, src, what, lo, hi) -> None:
+    def _order(self, t, pipe, write, src, what, lo, hi, npass: int = 1) -> None:
         """The vector-clock check of a TBuf access of bytes ``[lo, hi)`` (module docstring).
         The history keeps, per byte range, the accesses a later one could race with: an access
         ordered before a write that covers it is dropped (a later access unordered with it is
@@ -247,22 +252,22 @@ class BlockContext:
         vc = self.vc[pipe]
         keep = []
         for e in a.hist:
-            elo, ehi, epipe, eclk, ewrite, esrc, ewhat = e
+            elo, ehi, epipe, eclk, ewrite, esrc, ewhat, _ = e
             if ehi <= lo or elo >= hi:
                 keep.append(e)
                 continue
             ordered = epipe == pipe or vc[epipe] >= eclk
             if not ordered and (write or ewrite):
-                self._race(t, (pipe, write, src, what), e, max(lo, elo), min(hi, ehi))
+                self._race(t, (pipe, write, src, what, npass), e, max(lo, elo), min(hi, ehi))
             if elo >= lo and ehi <= hi and (write or (epipe == pipe and not ewrite)):
                 continue
             keep.append(e)
-        keep.append((lo, hi, pipe, vc[pipe] + 1, write, src, what))
+        keep.append((lo, hi, pipe, vc[pipe] + 1, write, src, what, npass))
         a.hist = keep
 
     def _race(self, t, now, before, lo, hi):
-        pipe, write, src, what = now
-        _, _, epipe, _, ewrite, esrc, ewhat = before
+        pipe, write, src, what, npass = now
+        _, _, epipe, _, ewrite, esrc, ewhat, epass = before
         P, Q = PIPES[epipe], PIPES[pipe]
         verb = "writes" if write else "reads"
         if ewrite and write:
@@ -271,12 +276,20 @@ class BlockContext:
             risk = f"{Q} may read them before {P} has written them"
         else:
             risk = f"{Q} may overwrite them before {P} has read them"
+        # a loop's later pass reaching back to a line above the earlier access: the race is
+        # between two passes (this tile's access against the previous tile's)
+        later = (npass > epass and src and esrc and src[0] == esrc[0] and src[1] < esrc[1])
+        passes = (f" The two are in different passes of the loop: the next pass's "
+                  f"{what or 'call'} is not ordered after this pass's {ewhat or 'call'}."
+                  if later else "")
         raise errors.DataRaceError(
             f"{format_src(src)}\n"
             f"data race on {t._alloc.label} ({t._mem.name} bytes {lo}..{hi - 1}): {Q} {verb} "
-            f"them in {what or 'this call'} here, but {P} {'wrote' if ewrite else 'read'} them "
-            f"in {ewhat or 'a call'} at {format_src(esrc)}, and nothing orders {P} before {Q} "
-            f"(a TBuf has no queue): on hardware the two pipes run in parallel and {risk}.\n"
+            f"them in {what or 'this call'} here (pass {npass} of this line in block "
+            f"{self.block_idx}), but {P} {'wrote' if ewrite else 'read'} them in "
+            f"{ewhat or 'a call'} at {format_src(esrc)} (pass {epass}), and nothing orders {P} "
+            f"before {Q} (a TBuf has no queue): on hardware the two pipes run in parallel and "
+            f"{risk}.{passes}\n"
             f"Order them: put asc.pipe_barrier(asc.PIPE_ALL) between the two calls, or " + (
                 f"move the data through a TQue (enque on {P}, deque on {Q})." if ewrite else
                 f"use a TQue, whose free_tensor (on {P}) and alloc_tensor (on {Q}) hand the "
