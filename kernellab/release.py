@@ -7,15 +7,20 @@ replaced by a ``NotImplementedError`` stub and all outputs cleared (:mod:`kernel
 
 A lab is never overwritten when it was edited by hand (a student who filled it in place):
 release records in each cell's metadata (``metadata.kernellab.released_sha256``) a hash of the
-source it wrote, and a lab cell whose source no longer matches its hash, or a cell without one,
-is an edit. A change to ``solutions/`` still releases: the old lab cells match their own hashes.
-A lab written before the hashes existed is accepted only if its cells' sources equal the ones
-generated now. ``force`` overwrites regardless.
+cell it wrote (its type, source and tags) and in the notebook's metadata
+(``metadata.kernellab.released_cells``) the list of them in order; a lab whose cells no longer
+match that list — a cell edited, added, deleted, moved, retyped or retagged — was edited. A
+change to ``solutions/`` still releases: the old lab matches its own hashes. Outputs and
+execution counts are not edits (running a notebook adds them). A lab written before the
+notebook-level list existed is judged by its cells' source hashes, and one written before any
+hash existed only if its cells' sources equal the ones generated now. ``force`` overwrites
+regardless.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -26,11 +31,24 @@ from kernellab import notebook
 
 META_KEY = "kernellab"
 HASH_KEY = "released_sha256"
+CELLS_KEY = "released_cells"
 
 
 def source_hash(source: str) -> str:
     """The first 16 hex digits of SHA-256 of a cell's source (UTF-8)."""
     return hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()[:16]
+
+
+def _tags(cell) -> list[str]:
+    meta = cell.get("metadata")
+    tags = meta.get("tags", []) if isinstance(meta, dict) else []
+    return sorted(str(t) for t in tags) if isinstance(tags, list) else [repr(tags)]
+
+
+def cell_hash(cell) -> str:
+    """The first 16 hex digits of SHA-256 of what a cell is: its type, source and tags."""
+    key = json.dumps([str(cell.get("cell_type")), _source(cell), _tags(cell)])
+    return source_hash(key)
 
 
 def _recorded_hash(cell) -> str | None:
@@ -50,9 +68,11 @@ def _render(nb) -> str:
 
 
 def _stamp(nb):
-    """Record each cell's source hash in its metadata (in place); returns ``nb``."""
+    """Record each cell's hash in its metadata and the list of them in the notebook's (in
+    place); returns ``nb``."""
     for cell in nb.cells:
-        cell.metadata[META_KEY] = {HASH_KEY: source_hash(cell.source)}
+        cell.metadata[META_KEY] = {HASH_KEY: cell_hash(cell)}
+    nb.metadata[META_KEY] = {CELLS_KEY: [cell_hash(c) for c in nb.cells]}
     return nb
 
 
@@ -87,7 +107,12 @@ def hand_edits(current: str, wanted: str) -> list[str]:
         cells = list(nb.cells)
     except Exception as exc:  # noqa: BLE001 - nbformat raises several types for bad JSON
         return [f"the file is not a readable notebook ({type(exc).__name__})"]
-    if any(_recorded_hash(c) for c in cells):
+    meta = nb.get("metadata")
+    own = meta.get(META_KEY) if isinstance(meta, dict) else None
+    released = own.get(CELLS_KEY) if isinstance(own, dict) else None
+    if isinstance(released, list):
+        return _changes(cells, [str(h) for h in released])
+    if any(_recorded_hash(c) for c in cells):  # per-cell source hashes only (older releases)
         out = []
         for i, c in enumerate(cells):
             h = _recorded_hash(c)
@@ -102,6 +127,22 @@ def hand_edits(current: str, wanted: str) -> list[str]:
            for i, c in enumerate(cells) if i >= len(new) or _source(c) != new[i]]
     if len(cells) < len(new) and not out:
         out.append(f"it has {len(cells)} cells where the generated lab has {len(new)}")
+    return out
+
+
+def _changes(cells, released: list[str]) -> list[str]:
+    """How ``cells`` differ from the released list of cell hashes, in words (empty: none)."""
+    now = [cell_hash(c) for c in cells]
+    if now == released:
+        return []
+    out = [f"{_describe(cells, i)} was "
+           + ("edited" if _recorded_hash(c) is not None else "added")
+           for i, (c, h) in enumerate(zip(cells, now)) if h not in released]
+    gone = len([h for h in released if h not in now])
+    if gone:
+        out.append(f"{gone} released cell{'s' * (gone != 1)} edited or deleted")
+    if not out:  # the same cells, another order or a cell twice
+        out.append("its cells were moved or copied")
     return out
 
 

@@ -208,8 +208,48 @@ def test_a_lab_released_before_the_hashes(tmp_path):
 
 
 def test_committed_labs_record_their_cells_hashes():
-    from kernellab.release import HASH_KEY, META_KEY, source_hash
+    from kernellab.release import CELLS_KEY, HASH_KEY, META_KEY, cell_hash
 
     for p in sorted((ROOT / "labs").glob("*.ipynb")):
-        for c in notebook.read(p).cells:
-            assert c.metadata[META_KEY][HASH_KEY] == source_hash(c.source), p.name
+        nb = notebook.read(p)
+        for c in nb.cells:
+            assert c.metadata[META_KEY][HASH_KEY] == cell_hash(c), p.name
+        assert nb.metadata[META_KEY][CELLS_KEY] == [cell_hash(c) for c in nb.cells], p.name
+
+
+def _retype(nb):
+    nb.cells[0] = nbformat.v4.new_raw_cell(nb.cells[0].source, metadata=nb.cells[0].metadata)
+
+
+def _retag(nb):
+    nb.cells[1].metadata["tags"] = ["mine"]
+
+
+def _delete(nb):
+    del nb.cells[1]
+
+
+def _swap(nb):
+    nb.cells[0], nb.cells[1] = nb.cells[1], nb.cells[0]
+
+
+def _copy(nb):
+    twin = nbformat.from_dict(dict(nb.cells[1]))
+    twin.id = "twin"  # as JupyterLab's copy and paste gives it its own id
+    nb.cells.append(twin)
+
+
+@pytest.mark.parametrize("edit", [_retype, _retag, _delete, _swap, _copy],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_any_change_to_the_cells_is_an_edit(tmp_path, edit):
+    """A cell retyped, retagged, deleted, moved or copied changes the notebook as much as an
+    edited source: release leaves it alone."""
+    lab = _course(tmp_path)
+    release(tmp_path)
+    nb = nbformat.read(str(lab), as_version=4)
+    edit(nb)
+    nbformat.write(nb, str(lab))
+    before = lab.read_bytes()
+    status, msgs = release(tmp_path)
+    assert status == 1 and lab.read_bytes() == before, msgs
+    assert msgs[0].startswith("refused: labs/09_t.ipynb was edited by hand"), msgs
