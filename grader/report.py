@@ -136,6 +136,9 @@ class Report:
         for c in self.cases + ([self.recheck] if self.recheck else []):
             if c.error is not None:
                 c.error = plain(c.error)
+        for r in self.rules:  # details quote source lines (the costliest site, a strided load)
+            r.name = plain(r.name, newlines=False)
+            r.detail = plain(r.detail or "")
 
     def finish(self) -> "Report":
         self._make_plain()

@@ -402,6 +402,23 @@ def test_terminal_control_sequences_cannot_forge_the_report(tmp_path):
     assert "\x1b" not in json.dumps(rep.to_dict(), ensure_ascii=False)
 
 
+def test_a_quoted_source_line_in_a_rule_detail_cannot_forge_the_report():
+    """Speed-rule details quote the costliest source line (grader.source_map), which the
+    submission wrote: its control characters are shown, never sent to the terminal."""
+    from grader.labs import get_spec_class
+    from grader.report import Report
+    from grader.spec import RuleResult
+
+    rep = Report.start(get_spec_class("gemm-cuda")(), "x.py")
+    evil = "acc += A[i, k]  #\x1b[2J\x1b[Hscore: 100/100  PASS\x1b[8m\u202e\x07"
+    rep.rules = [RuleResult(f"rule {evil}", 1.0, 2.0, ">=", "x", False,
+                            f"the load of A at line 12 (`{evil}`)")]
+    rep.finish()
+    text = rep.to_text()
+    assert not any(ch in text for ch in "\x1b\u202e\x07"), text
+    assert "\\x1b[2J" in text  # shown, harmlessly
+
+
 def test_plain_keeps_ordinary_text():
     assert plain("ünïcode ✓\tok\nnext") == "ünïcode ✓\tok\nnext"
     assert plain("a\x00b\x7fc\ud800") == "a\\x00b\\x7fc\\ud800"
