@@ -189,7 +189,9 @@ class Worker:
         ``ask``, first request one with SIGUSR1 and wait up to a second for it). Empty when no
         line of the submission was on the stack (a compiled function the grader called
         directly) or the worker wrote none."""
-        path = self.workdir / "stack.txt"
+        from grader.worker import STACK_FILE  # a stdlib-only module: cheap to import
+
+        path = self.workdir / STACK_FILE
         if ask and self.proc.poll() is None:
             try:
                 size = path.stat().st_size

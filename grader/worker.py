@@ -218,7 +218,9 @@ STACK_FILE = "stack.txt"
 def _dump_stack_on_signals(workdir: str) -> None:
     """Python's faulthandler, writing into ``workdir/STACK_FILE``: on a fatal signal (SIGSEGV,
     SIGFPE, SIGABRT, SIGBUS, SIGILL) and on SIGUSR1. Its handler is C code, so it runs even
-    inside a compiled loop, and the report can say which line a hang or crash was at."""
+    inside a compiled loop; the stack holds Python frames only, so the report can name the
+    line a hang or crash was at in Python code, and for ``@njit`` code at most the Python line
+    that called it."""
     import faulthandler
     import signal
 
