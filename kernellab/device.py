@@ -79,7 +79,9 @@ def select_tier() -> str:
     else:
         count, note = probe_cuda_driver()
         if forced == "gpu" and count == 0:
-            raise DeviceError(f"KERNELLAB_DEVICE=gpu but no GPU is usable: {note}")
+            raise DeviceError(
+                f"KERNELLAB_DEVICE=gpu forces the gpu tier, but no GPU was found ({note}); "
+                "unset KERNELLAB_DEVICE (or set KERNELLAB_DEVICE=sim) to use the simulator")
     tier = "gpu" if count > 0 else "sim"
     want_sim = tier == "sim"
     if "numba.cuda" in sys.modules:

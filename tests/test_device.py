@@ -64,7 +64,43 @@ def test_bad_tier_value_is_a_clear_error():
 def test_forcing_gpu_without_one_says_why():
     r = run("import kernellab\nkernellab.device.select_tier()", KERNELLAB_DEVICE="gpu")
     assert r.returncode != 0
-    assert "no GPU is usable" in r.stderr
+    assert "KERNELLAB_DEVICE=gpu forces the gpu tier, but no GPU was found" in r.stderr
+
+
+@pytest.fixture
+def gpu_forced_without_one(monkeypatch):
+    """This process as on a machine without a GPU and ``KERNELLAB_DEVICE=gpu`` (the tier not
+    chosen yet; the real choice is restored afterwards)."""
+    monkeypatch.setattr(device, "_chosen", {})
+    monkeypatch.setattr(device, "_error", [])
+    monkeypatch.setattr(device, "probe_cuda_driver",
+                        lambda: (0, "no CUDA driver library (libcuda) found"))
+    monkeypatch.setenv("KERNELLAB_DEVICE", "gpu")
+    monkeypatch.setenv("KERNELLAB_PEAK", "off")  # doctor: no FMA-peak measurement
+
+
+def _says_how_to_fix(text: str) -> None:
+    assert "KERNELLAB_DEVICE=gpu forces the gpu tier, but no GPU was found" in text, text
+    assert "unset KERNELLAB_DEVICE (or set KERNELLAB_DEVICE=sim) to use the simulator" in text
+    assert "neither" not in text and "Traceback" not in text
+
+
+def test_doctor_with_gpu_forced_without_one_says_how_to_fix(gpu_forced_without_one, capsys):
+    from kernellab.cli import main
+
+    assert main(["doctor"]) == 2
+    _says_how_to_fix(capsys.readouterr().err)
+
+
+def test_grade_with_gpu_forced_without_one_says_how_to_fix(gpu_forced_without_one, capsys):
+    """The CUDA labs' "cannot grade here" block: nothing is run, so this is cheap."""
+    from kernellab.cli import main
+
+    sol = os.path.join(os.path.dirname(__file__), "..", "solutions", "02_gemm_cuda.ipynb")
+    assert main(["grade", "gemm-cuda", sol, "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "CANNOT GRADE ON THIS MACHINE" in out
+    _says_how_to_fix(out)
 
 
 def test_numba_cuda_imported_first_in_other_mode_is_detected():

@@ -96,7 +96,8 @@ def test_untouched_lab_fails_with_not_implemented():
 def test_gpu_tier_forced_without_a_gpu_is_a_plain_fatal():
     r = cli("grade", "gemm-cuda", str(SOLUTION), env={"KERNELLAB_DEVICE": "gpu"})
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "neither can be used here" in r.stdout and "KERNELLAB_DEVICE=gpu" in r.stdout
+    assert "KERNELLAB_DEVICE=gpu forces the gpu tier" in r.stdout, r.stdout
+    assert "KERNELLAB_DEVICE=sim" in r.stdout and "simulator" in r.stdout
     assert "Traceback" not in r.stdout + r.stderr
 
 

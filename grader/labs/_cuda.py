@@ -525,7 +525,7 @@ class CudaLab(LabSpec):
         try:
             device.select_tier()
         except device.DeviceError as exc:
-            return f"this lab runs on the gpu or sim tier, and neither can be used here: {exc}"
+            return f"this lab runs on the gpu or sim tier: {exc}"
         return None
 
     def perf_rules(self, m: dict) -> list[RuleResult]:
