@@ -85,3 +85,35 @@ def test_docs_index_lists_every_page():
     for p in DOCS:
         if p.name != "README.md":
             assert f"]({p.name})" in index, f"docs/README.md does not list {p.name}"
+
+
+def _doc_sections() -> dict[str, str]:
+    """docs/grading.md's sections by the lab ids their headings name."""
+    out = {}
+    for sec in re.split(r"(?m)^## ", _text(ROOT / "docs" / "grading.md")):
+        for lab in re.findall(r"`([a-z0-9-]+)`", sec.splitlines()[0] if sec else ""):
+            out[lab] = sec
+    return out
+
+
+@pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.lab_id)
+def test_grading_doc_states_each_threshold_as_the_spec_sets_it(spec):
+    """Every MIN_*/MAX_* threshold constant of a lab's spec module appears in that lab's section
+    of docs/grading.md with its comparison (``≥ 8×``, ``≤ 1.5 B``, ``≥ 50%``): a changed
+    threshold fails here until the documentation says the same. Size limits of hidden cases
+    and of the checks (``MAX_HIDDEN_*``, ``MAX_CASE_*``, ``MAX_CHECK_*``) are not rules."""
+    import importlib
+
+    sec = _doc_sections().get(spec.lab_id)
+    assert sec, f"docs/grading.md has no section for {spec.lab_id}"
+    mod = importlib.import_module(type(spec).__module__)
+    missing = []
+    for name, v in sorted(vars(mod).items()):
+        if (not re.match(r"(MIN|MAX)_", name) or re.match(r"MAX_(HIDDEN|CASE|CHECK)_", name)
+                or isinstance(v, bool) or not isinstance(v, (int, float))):
+            continue
+        op = "(?:≥|>=)" if name.startswith("MIN") else "(?:≤|<=)"
+        shown = {f"{v:g}"} | ({f"{100 * v:g}%"} if v <= 1 else set())
+        if not any(re.search(op + r"\s*" + re.escape(n) + r"(?![\d.])", sec) for n in shown):
+            missing.append(f"{name} = {v:g}")
+    assert not missing, f"docs/grading.md's {spec.lab_id} section does not state {missing}"
