@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import tempfile
 from pathlib import Path
 
@@ -146,11 +147,26 @@ def _changes(cells, released: list[str]) -> list[str]:
     return out
 
 
+def _umask() -> int:
+    """This process's umask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` in one step (a temporary file, then ``os.replace``). The file
+    keeps the old file's permission bits; a new file gets ``0o666 & ~umask``, as ``open`` gives
+    (mkstemp's 0600 would hide labs/ from the other users of a shared course machine)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), mode)
             f.write(text)
         os.replace(tmp, path)
     except BaseException:
@@ -168,13 +184,48 @@ def _lab_id(notebook_name: str) -> str:
         return "LAB"
 
 
-def _refusal(rel: str, edits: list[str]) -> str:
-    shown = "; ".join(edits[:3]) + (f"; and {len(edits) - 3} more" if len(edits) > 3 else "")
+def _free_name(root: Path, name: str) -> str:
+    """``work/<stem>-from-labs.ipynb`` (``-2``, ``-3`` ... when taken): a name not yet in
+    ``work/``."""
+    stem, n = Path(name).stem, 1
+    while True:
+        dst = f"work/{stem}-from-labs{'' if n == 1 else f'-{n}'}.ipynb"
+        if not (root / dst).exists():
+            return dst
+        n += 1
+
+
+def _keep_advice(root: Path, rel: str) -> str:
+    """How to keep the hand-edited ``labs/<name>`` before ``--force``: copy it into ``work/``
+    under a name that is free (``work/<name>`` itself when the student has no copy there yet;
+    else :func:`_free_name`, never over the existing copy). The commands run in ``root``."""
+    name = Path(rel).name
+    here = Path.cwd().resolve() == root.resolve()
+    cd = "" if here else f"cd {shlex.quote(str(root))} && "
+    if not (root / "work" / name).exists():
+        return (f"to keep this work, copy it to work/ first (`{cd}mkdir -p work && cp {rel} "
+                f"work/{name}`)")
+    dst = _free_name(root, name)
+    graded = dst if here else shlex.quote(str(root / dst))
+    return (f"work/{name} exists already (your copy, left as it is); to keep this work too, copy "
+            f"it to a new name first (`{cd}cp {rel} {dst}`; grade that with `kernellab grade "
+            f"{_lab_id(name)} {graded}`)")
+
+
+def _shown(edits: list[str]) -> str:
+    return "; ".join(edits[:3]) + (f"; and {len(edits) - 3} more" if len(edits) > 3 else "")
+
+
+def _refusal(root: Path, rel: str, edits: list[str]) -> str:
     lab = _lab_id(Path(rel).name)
-    return (f"refused: {rel} was edited by hand ({shown}), left unchanged. Students work in "
-            f"their own copy in work/ (`kernellab start {lab}`, ignored by git); to keep this "
-            f"work, copy it there first (`mkdir -p work && cp -n {rel} work/`). "
-            f"`kernellab release --force` overwrites it.")
+    return (f"refused: {rel} was edited by hand ({_shown(edits)}), left unchanged. Students "
+            f"work in their own copy in work/ (`kernellab start {lab}`, ignored by git); "
+            f"{_keep_advice(root, rel)}. `kernellab release --force` then overwrites it.")
+
+
+def _edited_on_check(root: Path, rel: str, edits: list[str]) -> str:
+    return (f"edited by hand: {rel} ({_shown(edits)}), so `kernellab release` would refuse to "
+            f"overwrite it; {_keep_advice(root, rel)}, then run `kernellab release --force`.")
 
 
 def release(root: Path, check: bool = False, force: bool = False) -> tuple[int, list[str]]:
@@ -197,12 +248,12 @@ def release(root: Path, check: bool = False, force: bool = False) -> tuple[int, 
         edits = hand_edits(current, text) if current is not None else []
         if check:
             bad = True
-            why = f" (edited by hand: {'; '.join(edits[:3])})" if edits else ""
-            msgs.append(f"{'missing' if current is None else 'stale'}: {rel}{why} "
+            msgs.append(_edited_on_check(root, rel, edits) if edits else
+                        f"{'missing' if current is None else 'stale'}: {rel} "
                         "(run `kernellab release`)")
         elif edits and not force:
             bad = True
-            msgs.append(_refusal(rel, edits))
+            msgs.append(_refusal(root, rel, edits))
         else:
             _write_atomic(path, text)
             msgs.append(f"wrote {rel}" + (" (--force: hand edits overwritten)" if edits else ""))

@@ -1,5 +1,9 @@
 """Single-source labs: labs/ is generated from solutions/, up to date, and leaks nothing."""
 
+import os
+import re
+import stat
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -253,3 +257,74 @@ def test_any_change_to_the_cells_is_an_edit(tmp_path, edit):
     status, msgs = release(tmp_path)
     assert status == 1 and lab.read_bytes() == before, msgs
     assert msgs[0].startswith("refused: labs/09_t.ipynb was edited by hand"), msgs
+
+
+def test_release_keeps_the_labs_mode_and_a_new_lab_follows_the_umask(tmp_path):
+    """On a shared course machine the students read labs/: release must not leave it 0600."""
+    lab = _course(tmp_path)
+    old = os.umask(0o027)
+    try:
+        assert release(tmp_path)[0] == 0
+        assert stat.S_IMODE(lab.stat().st_mode) == 0o640  # new: 0o666 & ~umask, as open() gives
+        lab.chmod(0o664)
+        _course(tmp_path, answer="return 43", text="# t, v2")
+        assert release(tmp_path)[0] == 0 and "v2" in lab.read_text()
+        assert stat.S_IMODE(lab.stat().st_mode) == 0o664  # replaced: the old file's mode
+    finally:
+        os.umask(old)
+    assert not list(lab.parent.glob(".*.tmp"))
+
+
+def _advised_command(msg: str) -> str:
+    """The shell command in a message's first backquoted span that copies the lab."""
+    return next(c for c in re.findall(r"`([^`]*)`", msg) if " cp " in f" {c}")
+
+
+def test_the_advice_copies_to_work_when_the_student_has_no_copy(tmp_path, monkeypatch):
+    lab = _course(tmp_path)
+    release(tmp_path)
+    mine = _fill_in(lab)
+    monkeypatch.chdir(tmp_path)
+    status, msgs = release(tmp_path)
+    cmd = _advised_command(msgs[0])
+    assert status == 1 and cmd == "mkdir -p work && cp labs/09_t.ipynb work/09_t.ipynb", msgs
+    subprocess.run(cmd, shell=True, check=True, cwd=tmp_path)
+    assert (tmp_path / "work" / "09_t.ipynb").read_bytes() == mine
+
+
+def test_the_advice_never_copies_over_the_students_copy(tmp_path):
+    """With work/09_t.ipynb there, `cp -n labs/... work/` would copy nothing and a later
+    --force would lose the in-place work: the advice names a file that does not exist yet."""
+    lab = _course(tmp_path)
+    release(tmp_path)
+    in_place = _fill_in(lab)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "09_t.ipynb").write_text("my copy")
+    (work / "09_t-from-labs.ipynb").write_text("an earlier rescue")
+    status, msgs = release(tmp_path)  # run from elsewhere: the command goes there first
+    assert status == 1 and "work/09_t.ipynb exists already" in msgs[0], msgs
+    cmd = _advised_command(msgs[0])
+    assert cmd.endswith("cp labs/09_t.ipynb work/09_t-from-labs-2.ipynb") and " -n " not in cmd
+    subprocess.run(cmd, shell=True, check=True, cwd=ROOT)
+    assert (work / "09_t-from-labs-2.ipynb").read_bytes() == in_place
+    assert (work / "09_t.ipynb").read_text() == "my copy"
+    assert (work / "09_t-from-labs.ipynb").read_text() == "an earlier rescue"
+    assert f"{work}/09_t-from-labs-2.ipynb`" in msgs[0]  # how to grade it, from here
+
+
+def test_check_on_a_hand_edited_lab_says_what_to_do(tmp_path, monkeypatch):
+    lab = _course(tmp_path)
+    release(tmp_path)
+    _fill_in(lab)
+    monkeypatch.chdir(tmp_path)
+    status, msgs = release(tmp_path, check=True)
+    assert status == 1
+    assert msgs[0].startswith("edited by hand: labs/09_t.ipynb (solution cell 1 "), msgs
+    assert "(run `kernellab release`)" not in msgs[0]
+    assert "cp labs/09_t.ipynb work/09_t.ipynb" in msgs[0]
+    assert msgs[0].endswith("then run `kernellab release --force`.")
+    _course(tmp_path, answer="return 43")  # a stale lab that nobody edited: release fixes it
+    (tmp_path / "labs" / "09_t.ipynb").unlink()
+    assert release(tmp_path, check=True)[1] == ["missing: labs/09_t.ipynb (run `kernellab "
+                                                "release`)"]

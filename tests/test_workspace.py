@@ -1,6 +1,7 @@
 """A student's copy in work/: made once, never overwritten, untouched by release and git pull."""
 
 import os
+import stat
 import shutil
 import subprocess
 from pathlib import Path
@@ -104,3 +105,15 @@ def test_start_where_work_is_a_file_says_so(tmp_path):
     with pytest.raises(workspace.WorkspaceError, match="cannot create work/09_t.ipynb"):
         workspace.start(tmp_path, "09_t.ipynb")
     assert (tmp_path / "work").read_text() == "my notes"
+
+
+def test_the_copy_is_the_students_file_mode(tmp_path):
+    """work/ copies get 0o666 & ~umask (what any editor's new file gets), not labs/'s mode."""
+    _course(tmp_path)
+    (tmp_path / "labs" / "09_t.ipynb").chmod(0o444)
+    old = os.umask(0o027)
+    try:
+        dst = workspace.start(tmp_path, "09_t.ipynb")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(dst.stat().st_mode) == 0o640
