@@ -18,7 +18,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 LAB_PORT ?= 8888
 LAB_ARGS ?=
 
-.PHONY: lab check test bench bench-sim bench-npu gpu-check release install clean
+.PHONY: lab check test bench bench-verdicts bench-sim bench-npu gpu-check release install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,10 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_gemm_cpu.py
 	$(PY) benchmarks/bench_conv_cpu.py
+
+# each cpu-tier lab's performance phase on its solution 20 times in a row: the margins per rule
+bench-verdicts: $(STAMP)
+	$(PY) benchmarks/bench_verdicts.py
 
 # the sim tier's executor vs numba-cuda's stock simulator (about 2 minutes on 2 cores)
 bench-sim: $(STAMP)
