@@ -84,3 +84,10 @@ def test_traffic_summary_calls_an_average_above_one_an_n_way_conflict():
     del plain["sites"]
     assert "4.71 wavefronts/request," in cuda_lab.traffic_summary([plain])
     assert "bank conflict" not in cuda_lab.traffic_summary([plain])
+
+
+def test_a_site_in_a_device_function_names_its_kernel_once():
+    from grader.labs._cuda import site_in
+
+    assert site_in("line 28", "gemm_kernel") == "line 28 of gemm_kernel"
+    assert site_in("line 3 of dev", "gemm_kernel") == "line 3 of dev, in gemm_kernel"

@@ -348,7 +348,8 @@ def costliest(launches: list[dict]) -> str:
     if sites and sites[0]["where"] != "the whole launch":
         top = max(sites, key=lambda st: st["bytes_moved"])
         parts.append(f"most global traffic: the {top['kind']} of {top['array']} at "
-                     f"{top['where']} of {top['kernel']}, {top['bytes_moved'] // 32} sectors "
+                     f"{site_in(top['where'], top['kernel'])}, "
+                     f"{top['bytes_moved'] // 32} sectors "
                      f"({top['share']:.0%} of the call's)")
     acc: dict = {}
     for launch in launches:
@@ -363,7 +364,7 @@ def costliest(launches: list[dict]) -> str:
     bad = sorted(((k, v) for k, v in acc.items() if v[1] > v[2]),
                  key=lambda kv: kv[1][2] - kv[1][1])
     for (kernel, where, array, kind), (r, w, i, worst) in bad[:3]:
-        parts.append(f"the {kind} of {array} at {where} of {kernel}: "
+        parts.append(f"the {kind} of {array} at {site_in(where, kernel)}: "
                      f"{conflict_degree(w, i)}, {w / r:.3g} wavefronts per request (worst "
                      f"{worst}), {w / total:.0%} of the shared wavefronts")
     if acc and not bad:
@@ -379,6 +380,12 @@ def costliest(launches: list[dict]) -> str:
         parts.append(f"local memory of {kernel}: a {frame}-byte frame a thread, {stored} bytes "
                      "stored to it")
     return "; ".join(parts)
+
+
+def site_in(where: str, kernel: str) -> str:
+    """An access site with its kernel: ``line 28 of gemm_kernel``, or, for a site in a device
+    function (``line 3 of dev``), ``line 3 of dev, in gemm_kernel``."""
+    return f"{where}, in {kernel}" if " of " in where else f"{where} of {kernel}"
 
 
 def with_costliest(rule: RuleResult, launches: list[dict]) -> RuleResult:
@@ -405,8 +412,9 @@ def coalesced_rule(launches: list[dict], threshold: float, hint: str) -> RuleRes
     worst = "; every site uses all the bytes it moves"
     if sites and sites[0]["fraction"] < 1.0:
         w = sites[0]
-        worst = (f"; least coalesced: the {w['kind']} of {w['array']} at {w['where']} of "
-                 f"{w['kernel']}, {w['fraction']:.0%} of its bytes used, {w['share']:.0%} of "
+        worst = (f"; least coalesced: the {w['kind']} of {w['array']} at "
+                 f"{site_in(w['where'], w['kernel'])}, {w['fraction']:.0%} of its bytes "
+                 f"used, {w['share']:.0%} of "
                  "the sectors")
     return RuleResult(
         "global memory coalesced", 100.0 * eff, 100.0 * threshold, ">=", "%", eff >= threshold,
