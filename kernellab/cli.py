@@ -3,9 +3,10 @@ instructors: ``release``, ``coverage``.
 
 Exit status: 0 success (``grade``: every check passed); 1 a check failed (``grade``: the
 submission failed something; ``start``: the copy exists already; ``release``: a lab was edited
-by hand and left unchanged; ``release --check``: labs out of date); 2 a usage error (unknown
-lab, missing file, bad hidden-case file); 3 an internal error of the grader itself (reported in
-one line; set ``KERNELLAB_DEBUG=1`` for the traceback); 141 stdout was closed early (``| head``).
+by hand and left unchanged; ``release --check``: labs out of date); 2 a usage error (no lab,
+an unknown one or a file's path where the lab goes, missing file, bad hidden-case file); 3 an
+internal error of the grader itself (reported in one line; set ``KERNELLAB_DEBUG=1`` for the
+traceback); 141 stdout was closed early (``| head``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -49,7 +52,7 @@ def cmd_list(args) -> int:
     root = _project_root()
     for s in all_specs():
         ch = workspace.chapter_for(root, s.notebook)
-        after = f"after {workspace.relative(root, ch)}" if ch else "no chapter"
+        after = f"after {workspace.shown(ch)}" if ch else "no chapter"
         print(f"{s.lab_id:<16} {s.title}")
         copy = workspace.copy_status(root, s.notebook, s.lab_id)
         if workspace.work_path(root, s.notebook).exists():
@@ -62,6 +65,10 @@ def cmd_start(args) -> int:
     from grader.labs import UnknownLab, get_spec_class
     from kernellab import workspace
 
+    problem = _lab_problem("start", args.lab, [])
+    if problem:
+        print(f"kernellab start: {problem}", file=sys.stderr)
+        return 2
     try:
         spec = get_spec_class(args.lab)()
     except UnknownLab as exc:
@@ -76,8 +83,8 @@ def cmd_start(args) -> int:
     except workspace.WorkspaceError as exc:
         print(f"kernellab start: {exc}", file=sys.stderr)
         return 2
-    rel = workspace.relative(root, dst)
-    print(f"copied {workspace.relative(root, workspace.lab_path(root, spec.notebook))} to "
+    rel = workspace.shown(dst)
+    print(f"copied {workspace.shown(workspace.lab_path(root, spec.notebook))} to "
           f"{rel}: your copy (git ignores work/, and course updates never touch it).")
     print(f"Open {rel} in JupyterLab (`make lab`), fill in the solution cells, then run "
           f"`kernellab grade {spec.lab_id}`.")
@@ -111,6 +118,52 @@ def cmd_coverage(args) -> int:
     return status
 
 
+#: what each command takes, for the message when the lab is missing or is a file's path
+USAGE = {"grade": "kernellab grade LAB [NOTEBOOK ...]", "start": "kernellab start LAB"}
+
+
+def _lab_ids() -> str:
+    from grader.labs import LABS
+
+    return ", ".join(LABS)
+
+
+def _lab_of_file(path: str):
+    """The lab spec whose notebook the file name ``path`` matches: the same name or stem, else
+    a name that starts with the notebook's stem (``02_gemm_cuda-from-labs.ipynb``), else the
+    same lab number (``02``); None when none does."""
+    from grader.labs import all_specs
+
+    stem, specs = Path(path).stem, all_specs()
+    for s in specs:
+        if stem == Path(s.notebook).stem:
+            return s
+    starts = [s for s in specs if stem.startswith(Path(s.notebook).stem)]
+    if starts:
+        return max(starts, key=lambda s: len(s.notebook))
+    num = re.match(r"\d+[a-z]?(?=_)", stem)
+    same = [s for s in specs if num and s.notebook.startswith(num.group(0) + "_")]
+    return same[0] if len(same) == 1 else None
+
+
+def _lab_problem(cmd: str, lab: str | None, rest: list[str]) -> str | None:
+    """Why ``lab`` (the first argument of ``cmd``) is not a lab id, in words with the command
+    to use, or None: it is missing, or it is a notebook's or file's path."""
+    if lab is None:
+        return f"give the lab: {USAGE[cmd]}; labs: {_lab_ids()} (see `kernellab list`)"
+    from grader.labs import LABS
+
+    if lab in LABS or not (Path(lab).is_file() or Path(lab).suffix.lower() in (".ipynb", ".py")):
+        return None
+    spec = _lab_of_file(lab)
+    if spec is None:
+        return (f"{lab} is a file, not a lab id: {USAGE[cmd]}; labs: {_lab_ids()} (see "
+                "`kernellab list`)")
+    args = [spec.lab_id] + ([lab, *rest] if cmd == "grade" else [])
+    return (f"{lab} is a file, not a lab id; it looks like lab {spec.lab_id} ({spec.notebook}): "
+            f"did you mean `kernellab {cmd} {shlex.join(args)}`?")
+
+
 def _submissions(args, spec) -> list[str] | None:
     """The paths to grade: those given, else the student's copy ``work/<notebook>``. None (and
     a message) when there is no copy yet."""
@@ -126,9 +179,9 @@ def _submissions(args, spec) -> list[str] | None:
                       f"{spec.lab_id}`", file=sys.stderr)
         return list(args.submission)
     path = workspace.work_path(root, spec.notebook)
-    rel = workspace.relative(Path.cwd(), path)
+    rel = workspace.shown(path)
     if not path.is_file():
-        print(f"kernellab grade: no {workspace.relative(root, path)} yet: run `kernellab start "
+        print(f"kernellab grade: no {rel} yet: run `kernellab start "
               f"{spec.lab_id}` first, or give the notebook's path", file=sys.stderr)
         return None
     if not args.quiet:
@@ -165,6 +218,10 @@ def cmd_grade(args) -> int:
     from grader.report import Report
     from grader.spec import HiddenCases
 
+    problem = _lab_problem("grade", args.lab, args.submission)
+    if problem:
+        print(f"kernellab grade: {problem}", file=sys.stderr)
+        return 2
     try:
         spec = get_spec_class(args.lab)()
         spec.cases(HiddenCases.load(args.hidden))  # the caller's mistakes, before any grading
@@ -239,19 +296,21 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="the labs in course order: tier, the chapter each follows, "
                         "your copy in work/")
     ls.set_defaults(func=cmd_list)
-    st = sub.add_parser("start", help="copy a lab into work/ to fill in (never overwrites your "
-                        "copy)", description="Copy labs/NN.ipynb to work/NN.ipynb, your copy: "
-                        "git ignores work/, and `git pull` or `kernellab release` never touch "
-                        "it. An existing copy is left as it is.")
-    st.add_argument("lab", help="lab id (see `kernellab list`)")
+    st = sub.add_parser("start", usage="%(prog)s [-h] LAB", help="copy a lab into work/ to "
+                        "fill in (never overwrites your copy)",
+                        description="Copy labs/NN.ipynb to work/NN.ipynb, your copy: git "
+                        "ignores work/, and `git pull` or `kernellab release` never touch it. "
+                        "An existing copy is left as it is.")
+    st.add_argument("lab", nargs="?", metavar="LAB", help="lab id (see `kernellab list`)")
     st.set_defaults(func=cmd_start)
-    g = sub.add_parser("grade", help="grade your copy work/NN.ipynb (or the files given)",
+    g = sub.add_parser("grade", usage="%(prog)s [-h] [options] LAB [NOTEBOOK ...]",
+                       help="grade your copy work/NN.ipynb (or the files given)",
                        description="Grade a lab: your copy work/NN.ipynb when no file is given, "
                        "else each notebook (.ipynb) or .py file given (a class: several files, "
                        "one report each; --csv for the scores).")
-    g.add_argument("lab", help="lab id (see `kernellab list`)")
-    g.add_argument("submission", nargs="*", help="lab notebook(s) (.ipynb) or .py file(s) "
-                   "(default: work/NN.ipynb, made by `kernellab start LAB`)")
+    g.add_argument("lab", nargs="?", metavar="LAB", help="lab id (see `kernellab list`)")
+    g.add_argument("submission", nargs="*", metavar="NOTEBOOK", help="lab notebook(s) (.ipynb) "
+                   "or .py file(s) (default: work/NN.ipynb, made by `kernellab start LAB`)")
     g.add_argument("--json", action="store_true", help="print the report as JSON")
     g.add_argument("--hidden", metavar="FILE", help="instructor's hidden-case JSON file")
     g.add_argument("--csv", metavar="FILE", help="also write one row of scores per submission "

@@ -42,6 +42,16 @@ def relative(root: Path, path: Path) -> str:
         return str(path)
 
 
+def shown(path: Path) -> str:
+    """``path`` for a message to the user: relative to the current directory when it lies
+    under it, else absolute (so it names the right file wherever the command was run)."""
+    p = Path(path).resolve()
+    try:
+        return str(p.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
+
 def start(root: Path, notebook: str, lab_id: str = "LAB") -> Path:
     """Copy ``labs/<notebook>`` to ``work/<notebook>`` byte for byte and return the copy's path.
 
@@ -52,7 +62,7 @@ def start(root: Path, notebook: str, lab_id: str = "LAB") -> Path:
     """
     root = Path(root)
     src, dst = lab_path(root, notebook), work_path(root, notebook)
-    rel = relative(root, dst)
+    rel = shown(dst)
     if dst.exists():
         raise AlreadyStarted(
             f"{rel} already exists: it is your work and was left as it is. To start over, "
@@ -60,7 +70,7 @@ def start(root: Path, notebook: str, lab_id: str = "LAB") -> Path:
     try:
         data = src.read_bytes()
     except OSError:
-        raise WorkspaceError(f"{relative(root, src)} is missing from the course checkout "
+        raise WorkspaceError(f"{shown(src)} is missing from the course checkout "
                              "(an instructor regenerates it with `kernellab release`)") from None
     try:
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -70,7 +80,7 @@ def start(root: Path, notebook: str, lab_id: str = "LAB") -> Path:
         if dst.is_file():
             raise AlreadyStarted(f"{rel} already exists: it is your work and was left as it is"
                                  ) from None
-        raise WorkspaceError(f"cannot create {rel}: {relative(root, dst.parent)} is not a "
+        raise WorkspaceError(f"cannot create {rel}: {shown(dst.parent)} is not a "
                              "folder") from None
     except OSError as exc:
         raise WorkspaceError(f"cannot create {rel}: {exc.strerror or exc}") from None
@@ -88,6 +98,6 @@ def chapter_for(root: Path, notebook: str) -> Path | None:
 
 
 def copy_status(root: Path, notebook: str, lab_id: str) -> str:
-    """``work/NN.ipynb`` when the student's copy exists, else how to make it."""
+    """The student's copy (:func:`shown`) when it exists, else how to make it."""
     p = work_path(root, notebook)
-    return relative(root, p) if p.exists() else f"not started: kernellab start {lab_id}"
+    return shown(p) if p.exists() else f"not started: kernellab start {lab_id}"

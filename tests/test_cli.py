@@ -147,3 +147,57 @@ def test_a_grader_bug_is_its_own_block_not_the_students_fault(course, capsys, mo
     out = capsys.readouterr().out
     assert "GRADER ERROR (not the submission's fault)" in out
     assert "KeyError" in out and "Traceback" not in out
+
+
+def test_grade_or_start_without_a_lab_says_what_to_give(course, capsys):
+    assert main(["grade"]) == 2
+    err = capsys.readouterr().err
+    assert "required" not in err and "submission" not in err
+    assert err.startswith("kernellab grade: give the lab: kernellab grade LAB [NOTEBOOK ...]; "
+                          "labs: gemm-cpu, gemm-cuda, softmax-cuda,"), err
+    assert main(["start"]) == 2
+    assert "give the lab: kernellab start LAB; labs: gemm-cpu," in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given,lab", [("work/02_gemm_cuda.ipynb", "gemm-cuda"),
+                                       ("work/04_winograd-from-labs.ipynb", "winograd"),
+                                       ("07b_mine.py", "npu-matmul")])
+def test_a_path_where_the_lab_goes_names_the_lab(course, capsys, given, lab):
+    assert main(["grade", given]) == 2
+    err = capsys.readouterr().err
+    assert f"{given} is a file, not a lab id; it looks like lab {lab}" in err, err
+    assert f"did you mean `kernellab grade {lab} {given}`?" in err
+    assert "unknown lab" not in err
+    assert main(["start", given]) == 2
+    assert f"did you mean `kernellab start {lab}`?" in capsys.readouterr().err
+
+
+def test_an_existing_file_that_matches_no_lab_is_still_called_a_file(course, capsys):
+    (course / "answer").write_text("def gemm(): pass\n")
+    assert main(["grade", "answer", f"labs/{NB}"]) == 2
+    err = capsys.readouterr().err
+    assert "answer is a file, not a lab id: kernellab grade LAB [NOTEBOOK ...]; labs:" in err
+
+
+def test_paths_are_shown_from_where_the_student_is(course, capsys, monkeypatch):
+    """Run from outside the course root (found from the package): paths that name the right
+    file from the current directory, relative under it, else absolute."""
+    graded = []
+    monkeypatch.setattr(grader.runner, "grade", lambda lab, sub, **kw: graded.append(sub) or
+                        Report.start(get_spec_class(lab)(), str(sub)).finish())
+    monkeypatch.setattr("kernellab.cli._project_root", lambda: course)
+    monkeypatch.chdir(course / "chapters")  # not above work/: absolute paths
+    assert main(["grade", "gemm-cpu"]) == 2
+    assert f"no {course}/work/{NB} yet" in capsys.readouterr().err
+    assert main(["start", "gemm-cpu"]) == 0
+    assert f"copied {course}/labs/{NB} to {course}/work/{NB}:" in capsys.readouterr().out
+    main(["grade", "gemm-cpu"])
+    assert f"grading {course}/work/{NB} (your copy" in capsys.readouterr().err
+    assert graded == [f"{course}/work/{NB}"] and Path(graded[0]).is_file()
+    monkeypatch.chdir(course.parent)  # above it: relative paths
+    assert main(["start", "gemm-cpu"]) == 1
+    assert f"{course.name}/work/{NB} already exists" in capsys.readouterr().err
+    main(["grade", "gemm-cpu"])
+    assert f"grading {course.name}/work/{NB} (your copy" in capsys.readouterr().err
+    main(["list"])
+    assert f"your copy: {course.name}/work/{NB}" in capsys.readouterr().out

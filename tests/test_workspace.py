@@ -54,8 +54,9 @@ def test_start_without_the_lab_says_so(tmp_path):
     assert not (tmp_path / "work" / "09_t.ipynb").exists()
 
 
-def test_chapter_and_copy_status(tmp_path):
+def test_chapter_and_copy_status(tmp_path, monkeypatch):
     _course(tmp_path)
+    monkeypatch.chdir(tmp_path)
     assert workspace.chapter_for(tmp_path, "09_t.ipynb") == tmp_path / "chapters/09_topic.ipynb"
     assert workspace.chapter_for(tmp_path, "09b_t.ipynb") == tmp_path / "chapters/09_topic.ipynb"
     assert workspace.chapter_for(tmp_path, "08_t.ipynb") is None
@@ -99,8 +100,9 @@ def test_work_survives_git_pull_and_release(tmp_path):
     assert (clone / "work" / "09_t.ipynb").read_bytes() == mine
 
 
-def test_start_where_work_is_a_file_says_so(tmp_path):
+def test_start_where_work_is_a_file_says_so(tmp_path, monkeypatch):
     _course(tmp_path)
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "work").write_text("my notes")
     with pytest.raises(workspace.WorkspaceError, match="cannot create work/09_t.ipynb"):
         workspace.start(tmp_path, "09_t.ipynb")
