@@ -490,8 +490,9 @@ def rules_summary(spec) -> str:
 
 def syntax_error(source: str, smap: SourceMap) -> tuple[str, list[str]] | None:
     """``(message, detail)`` when ``source`` does not parse: ``syntax error at <where>: <what
-    Python says>`` (where: by :class:`SourceMap`), then the line quoted with a caret under the
-    column Python points at (if it says one). None when it parses."""
+    Python says>`` (where, and the lines Python's words name, "on line 8": by
+    :class:`SourceMap`), then the line quoted with a caret under the column Python points at
+    (if it says one). None when it parses."""
     import ast
 
     try:
@@ -502,7 +503,7 @@ def syntax_error(source: str, smap: SourceMap) -> tuple[str, list[str]] | None:
         if not smap.valid(n):
             return f"syntax error: {msg}", []
         line = smap.source_line(n).rstrip()
-        head = f"syntax error at {smap.where(n)}: {msg}"
+        head = f"syntax error at {smap.where(n)}: {smap.rewrite(msg, shown=n)}"
         if len(line) > 160:
             return head, [f"| {quote_line(line, 160)}"]
         detail = [f"| {line}"]

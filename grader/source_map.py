@@ -15,7 +15,8 @@ A later location in the same message and the same cell says only ``line 6 (`...`
 
 "solution cell k" is the k-th cell tagged ``solution``; "notebook cell c" counts every cell of
 the notebook from the top, markdown included, from 1. Only text the grader writes goes through
-:meth:`SourceMap.rewrite`, never what the submission printed.
+:meth:`SourceMap.rewrite`, never what the submission printed; the submission's own words inside
+it (an exception's message) come marked by :func:`protect` and stay as they are.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernellab import notebook
-
 #: longest quoted source line (longer ones end in "…")
 QUOTE_CHARS = 60
 
@@ -36,10 +35,36 @@ QUOTE_CHARS = 60
 #   <name>.py:N[: the line]         (the NPU simulator's kernellab.npu.record.format_src; the
 #                                    quoted line after it, when it is line N, is dropped)
 #   line N[ of FN]                  (the static rules, the sim engine)
+# A line number has at most 9 digits (a longer run is no line of any submission, and int() of
+# more than 4300 digits raises).
 _LOCATION = re.compile(
-    r'File "(?P<file>[^"\n]+)", line (?P<fline>\d+)'
-    r"|(?<![\w/.-])(?P<base>[\w.-]+\.py):(?P<bline>\d+)"
-    r"|\bline (?P<line>\d+)(?: of (?P<fn>[A-Za-z_]\w*))?")
+    r'File "(?P<file>[^"\n]+)", line (?P<fline>\d{1,9})(?!\d)'
+    r"|(?<![\w/.-])(?P<base>[\w.-]+\.py):(?P<bline>\d{1,9})(?!\d)"
+    r"|\bline (?P<line>\d{1,9})(?!\d)(?: of (?P<fn>[A-Za-z_]\w*))?")
+
+# the marks around the submission's own words (private-use characters: no text has them)
+_OPEN, _CLOSE = "\ue000", "\ue001"
+_PROTECTED = re.compile(f"{_OPEN}(.*?)(?:{_CLOSE}|\\Z)", re.S)
+
+
+def protect(text: str) -> str:
+    """The submission's own words (an exception's message, which the worker puts in the
+    grader's text), marked so that :meth:`SourceMap.rewrite` and :func:`rewrite_for_namespace`
+    leave them as they are and drop the marks: a student's "on line 2" or "submission.py:4" is
+    not a location the grader found. Unmarked when nothing in it reads like a location. Cut the
+    text before protecting it."""
+    text = text.replace(_OPEN, "").replace(_CLOSE, "")
+    return f"{_OPEN}{text}{_CLOSE}" if _LOCATION.search(text) else text
+
+
+def _pieces(text: str):
+    """``(protected, piece)`` in order: the grader's text and the protected words between."""
+    pos = 0
+    for m in _PROTECTED.finditer(text):
+        yield False, text[pos:m.start()].replace(_CLOSE, "")
+        yield True, m.group(1)
+        pos = m.end()
+    yield False, text[pos:].replace(_CLOSE, "")
 
 
 def quote_line(text: str, limit: int = QUOTE_CHARS) -> str:
@@ -70,6 +95,8 @@ class SourceMap:
     def of_submission(cls, path: str | Path) -> tuple[str, "SourceMap"]:
         """``(code, map)`` for a submission file. Raises NotebookError as
         :func:`kernellab.notebook.submission_source` does (and OSError)."""
+        from kernellab import notebook  # here: the worker imports this module, never nbformat
+
         text, origins = notebook.submission_origins(path)
         return text, cls(_split_lines(text), origins)
 
@@ -97,22 +124,36 @@ class SourceMap:
             return self.origins[n - 1][0]
         return None
 
-    def locate(self, n: int, fn: str | None = None, *, same_cell: bool = False) -> str:
+    def locate(self, n: int, fn: str | None = None, *, same_cell: bool = False,
+               quote: bool = True) -> str:
         """:meth:`where` plus the quoted line: ``line 27 (`C[i, j] = acc`)``. ``same_cell``: the
-        text just named this line's cell, so only ``line 5`` in it is said."""
-        code = quote_line(self.source_line(n))
+        text just named this line's cell, so only ``line 5`` in it is said. ``quote``: False
+        when the reader is shown the line already."""
+        code = quote_line(self.source_line(n)) if quote else ""
         where = self.where(n, fn)
         if same_cell and self.cell_of(n) is not None:
             where = f"line {self.origins[n - 1][2]}" + (f" of {fn}" if fn else "")
         return where + (f" (`{code}`)" if code else "")
 
-    def rewrite(self, text):
+    def rewrite(self, text, *, shown: int | None = None):
         """``text`` with every location in the graded code told as :meth:`locate` does. Other
-        files' locations and numbers past the end are left as they are; None stays None."""
+        files' locations, numbers past the end and the submission's own words (:func:`protect`)
+        are left as they are; None stays None. ``shown``: the line the text is about, whose
+        cell the reader was just told and which is quoted beside it (a syntax error's): a
+        location in its cell says only ``line L``, and that line itself is not quoted."""
         if not text or not isinstance(text, str):
             return text
+        out = []
+        last = self.cell_of(shown) if shown is not None else None  # the cell named last
+        for protected, piece in _pieces(text):
+            if protected:
+                out.append(piece)
+            else:
+                last = self._rewrite_piece(piece, out, last, shown)
+        return "".join(out)
 
-        out, pos, last = [], 0, None  # last: the cell named last (later: "line L" only)
+    def _rewrite_piece(self, text: str, out: list, last, shown):
+        pos = 0
         for m in _LOCATION.finditer(text):
             if m.start() < pos:  # inside a quoted line already dropped
                 continue
@@ -132,10 +173,11 @@ class SourceMap:
                 continue
             cell = self.cell_of(n)
             out.append(text[pos:m.start()])
-            out.append(self.locate(n, fn, same_cell=cell is not None and cell == last))
+            out.append(self.locate(n, fn, same_cell=cell is not None and cell == last,
+                                   quote=n != shown))
             last, pos = cell, end
         out.append(text[pos:])
-        return "".join(out)
+        return last
 
 
 def locate_in_file(filename: str, n: int) -> str:
@@ -164,7 +206,8 @@ def rewrite_for_namespace(text: str, namespace: dict, extra=()) -> str:
     in the functions (kernels, device functions, launchers) of ``namespace`` (the notebook's
     globals) and ``extra``. ``line N of FN`` is looked up in FN; a bare ``line N`` in every
     function whose lines include N, and quoted only when they all live in one file (the cells
-    of a notebook are separate files, so a line number alone can be ambiguous)."""
+    of a notebook are separate files, so a line number alone can be ambiguous). The
+    submission's own words (:func:`protect`) are left as they are."""
     if not text or not isinstance(text, str):
         return text
     codes = {}
@@ -190,4 +233,5 @@ def rewrite_for_namespace(text: str, namespace: dict, extra=()) -> str:
             return f"{head} of {fn}" + (f" ({rest}" if rest else "")
         return located
 
-    return _LOCATION.sub(sub, text)
+    return "".join(piece if protected else _LOCATION.sub(sub, piece)
+                   for protected, piece in _pieces(text))

@@ -44,19 +44,30 @@ def _read_lines(fd: int):
             yield json.loads(line)
 
 
+#: Longest first line of a submission's exception message kept in a report.
+MAX_MESSAGE = 300
+
+
+def _message(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, cut at :data:`MAX_MESSAGE` characters, marked as the
+    submission's own words (:func:`grader.source_map.protect`: the report never reads a
+    location into them)."""
+    from grader.source_map import protect
+
+    lines = str(exc).strip().splitlines()
+    first = lines[0] if lines else ""
+    if len(first) > MAX_MESSAGE:
+        first = first[:MAX_MESSAGE] + "…"
+    return protect(first)
+
+
 def _user_frames(exc: BaseException, path: str) -> str:
-    """The part of a traceback inside the submission (plain words for the report)."""
+    """``Type: message — at line N``: the exception's type, its message (:func:`_message`) and
+    the innermost line of the submission in its traceback, as "line N" (the grader names the
+    cell and quotes the line, :mod:`grader.source_map`), whatever the message says."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
-    where = ""
-    msg = str(exc).strip().splitlines()
-    # "line N": the grader names the cell and quotes the line (grader.source_map); not when
-    # the message names it already (the NPU simulator's "submission.py:N: ...")
-    if frames and f"{os.path.basename(path)}:{frames[-1].lineno}" not in str(exc):
-        where = f" — at line {frames[-1].lineno}"
-    first = msg[0] if msg else ""
-    if len(first) > 300:
-        first = first[:300] + "…"
-    return f"{type(exc).__name__}: {first}{where}"
+    where = f" — at line {frames[-1].lineno}" if frames else ""
+    return f"{type(exc).__name__}: {_message(exc)}{where}"
 
 
 def _describe_safely(exc: BaseException, path: str, mem_limit: int) -> str:
@@ -101,12 +112,18 @@ def _describe_sim_error(exc: BaseException) -> str | None:
         return None
     cause = exc.__cause__
     if isinstance(exc, errors.KernelError) and isinstance(cause, NotImplementedError):
-        return f"not implemented: {cause}" if str(cause) else "not implemented"
+        return _not_implemented(cause)
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     text = " / ".join(lines)
     if len(text) > MAX_SIM_MESSAGE:
         text = text[:MAX_SIM_MESSAGE] + "…"
     return f"{exc.kind}: {text}"
+
+
+def _not_implemented(exc: NotImplementedError) -> str:
+    """An untouched stub: ``not implemented: <its hint>`` (:func:`_message`)."""
+    msg = _message(exc)
+    return f"not implemented: {msg}" if msg else "not implemented"
 
 
 def _describe_exception(exc: BaseException, path: str, mem_limit: int) -> str:
@@ -120,9 +137,13 @@ def _describe_exception(exc: BaseException, path: str, mem_limit: int) -> str:
         allows = (f" (the grader allows {mem_limit / 2**30:.1f} GiB)" if mem_limit else "")
         return f"ran out of memory{allows}: does it allocate without bound?"
     if isinstance(exc, SystemExit):
-        return f"called exit()/sys.exit() (code {exc.code!r}): a kernel must return normally"
+        from grader.source_map import protect
+
+        code = repr(exc.code)
+        code = code if len(code) <= MAX_MESSAGE else code[:MAX_MESSAGE] + "…"
+        return f"called exit()/sys.exit() (code {protect(code)}): a kernel must return normally"
     if isinstance(exc, NotImplementedError):
-        return f"not implemented: {exc}" if str(exc) else "not implemented"
+        return _not_implemented(exc)
     if isinstance(exc, RecursionError):
         return "exceeded the recursion limit"
     try:

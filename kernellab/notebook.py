@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import tokenize
 import warnings
 from pathlib import Path
 
@@ -130,12 +131,76 @@ def make_lab(solution_nb):
 
 def submission_source(path: str | Path) -> str:
     """The code the grader runs: a ``.py`` file as it is, or a notebook's ``solution`` cells in
-    order (IPython magics and shell lines commented out). :func:`submission_origins` says where
-    each of its lines came from.
+    order, their lines kept (IPython magics and shell lines, :func:`magic_lines`, commented
+    out). :func:`submission_origins` says where each of its lines came from.
 
     Raises NotebookError when a notebook has no cell tagged ``solution``.
     """
     return submission_origins(path)[0]
+
+
+#: what the graded code puts before an IPython magic or shell line of a cell (a comment)
+MAGIC_MARK = "# (ipython) "
+
+# the line ends Python's tokenizer counts: str.splitlines also splits at \v, \f, \x1c-\x1e,
+# \x85, U+2028 and U+2029, which may sit inside a string literal
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(text: str) -> list[str]:
+    """``text``'s lines as Python counts them (split at ``\\r\\n``, ``\\r`` or ``\\n`` only); a
+    final line end ends the last line (``"a\\nb\\n"`` -> ``["a", "b"]``, ``""`` -> ``[]``)."""
+    lines = _LINE_END.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def magic_lines(lines: list[str]) -> set[int]:
+    """The indices of the lines of one cell that IPython runs as a line magic (``%...``) or a
+    shell command (``!...``): a ``%`` or ``!`` first (after the indentation) on a line that
+    starts a logical line. A line inside brackets, a string or after a backslash is Python
+    (``s = ("%d"`` / ``     % x)``; ``ok = (x`` / ``      != 4)``). Decided on Python's tokens,
+    as IPython does (``IPython.core.inputtransformer2.EscapedCommand``: the first token of each
+    logical line), each magic read as a comment so that what follows its ``%`` or ``!`` does
+    not open a bracket or a string. Never raises: where the tokenizer stops (an indentation
+    error, say: Python reports it), it starts again on the next line."""
+    found: set[int] = set()
+    start = 0
+    while start < len(lines):
+        start = _magics_from(lines, start, found)
+    return found
+
+
+def _magics_from(lines: list[str], start: int, found: set[int]) -> int:
+    """Tokenize ``lines[start:]``, adding the magics' indices to ``found``; returns where to go
+    on (``len(lines)`` when done; after the line the tokenizer stopped at, if it did)."""
+    fed = start    # the next line the tokenizer reads
+    ended = start  # lines before this one end a logical line (or are blank, or comments)
+    depth = 0      # open brackets
+
+    def readline() -> str:
+        # the tokenizer reads a line only when it has given out every token of the one before
+        nonlocal fed
+        if fed >= len(lines):
+            return ""
+        i, fed = fed, fed + 1
+        if i == ended and depth == 0 and lines[i].lstrip(" \t\f").startswith(("%", "!")):
+            found.add(i)
+            return "#\n"
+        return lines[i] + "\n"
+
+    try:
+        for tok in tokenize.generate_tokens(readline):
+            if tok.type == tokenize.OP and tok.string in ("(", "[", "{"):
+                depth += 1
+            elif tok.type == tokenize.OP and tok.string in (")", "]", "}"):
+                depth = max(depth - 1, 0)
+            elif tok.type in (tokenize.NEWLINE, tokenize.NL) and depth == 0:
+                ended = start + tok.start[0]  # rows count from 1: the line after this one
+    except (tokenize.TokenError, SyntaxError):  # IndentationError too; at EOF: fed is the end
+        return max(fed, start + 1)
+    return len(lines)
 
 
 #: a line of the graded code: (notebook cell, solution cell, line in that cell, the line as the
@@ -171,9 +236,9 @@ def submission_origins(path: str | Path) -> tuple[str, list[Origin | None] | Non
             src = "".join(src)
         if not isinstance(src, str):
             raise NotebookError(f"{path}: solution cell {k} has no readable source")
-        raw = src.splitlines()
-        lines = [("# (ipython) " + ln) if ln.lstrip().startswith(("%", "!")) else ln
-                 for ln in raw]
+        raw = split_lines(src)
+        magics = magic_lines(raw)
+        lines = [MAGIC_MARK + ln if i in magics else ln for i, ln in enumerate(raw)]
         if parts:
             origins.append(None)  # the blank line "\n\n" puts between two cells
         origins.extend((cell_no, k, n, ln) for n, ln in enumerate(raw, 1))

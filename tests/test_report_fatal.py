@@ -88,6 +88,43 @@ def test_a_syntax_error_in_a_notebook_names_the_solution_cell(tmp_path):
     assert "   | def gemm(A, B, C)\n   |                  ^\n" in text, text
 
 
+def test_the_lines_python_names_in_a_syntax_error_are_told_by_cell(tmp_path):
+    # "on line N" in Python's words counts lines of the joined cells, as its own line number
+    nb = notebook(tmp_path, [("md", "# t"), ("sol", "import numpy as np\n\nX = 1\nY = 2\n"),
+                             ("sol", "@njit\ndef gemm(A, B, C):\n")])
+    rep = grade("gemm-cpu", nb, run_performance=False)
+    assert rep.fatal == ("syntax error at solution cell 2 (notebook cell 3), line 2: expected an "
+                         "indented block after function definition on line 2"), rep.fatal
+    nb = notebook(tmp_path, [("sol", "import numpy as np\nX = [1,"), ("md", "text"),
+                             ("sol", "     2)\n")])
+    rep = grade("gemm-cpu", nb, run_performance=False)
+    assert rep.fatal == ("syntax error at solution cell 2 (notebook cell 3), line 1: closing "
+                         "parenthesis ')' does not match opening parenthesis '[' on solution "
+                         "cell 1 (notebook cell 1), line 2 (`X = [1,`)"), rep.fatal
+
+
+def test_continuation_lines_that_start_with_percent_or_bang_are_python(tmp_path):
+    nb = notebook(tmp_path, [("sol", "%load_ext autoreload\nimport numpy as np\nx = 3\n"
+                                     's = ("%d"\n     % x)\nok = (x\n      != 4)\n'),
+                             ("sol", 'LABEL = "a\u2028b"\n\ndef gemm(A, B, C)\n    pass')])
+    rep = grade("gemm-cpu", nb, run_performance=False)  # the syntax error is the real one
+    assert rep.fatal == ("syntax error at solution cell 2 (notebook cell 2), line 3: "
+                         "expected ':'"), rep.fatal
+
+
+def test_the_submissions_message_is_quoted_as_it_is(tmp_path):
+    words = 'shape check failed on line 2 in File "submission.py", line 3 and submission.py:4'
+    raise_it = f"raise ValueError({words!r} + ' line ' + '9' * 5000)"
+    nb = notebook(tmp_path, [("md", "# t"), ("sol", "import numpy as np\n\n\n"
+                                                    f"def gemm(A, B, C):\n    {raise_it}\n")])
+    first = get_spec_class("gemm-cpu")().cases(HiddenCases())[0].name
+    rep = grade("gemm-cpu", nb, run_performance=False, only=lambda c: c.name == first)
+    err = rep.cases[0].error
+    assert err.startswith(f"ValueError: {words} line 999"), err  # no line 2, 3 or 4 of the cell
+    assert "9…" in err and len(err) < 450, err  # cut, and no int() of 5000 digits
+    assert "9… — at solution cell 1 (notebook cell 2), line 5 (`raise ValueError(" in err, err
+
+
 def test_a_rule_violation_in_a_notebook_quotes_its_line(tmp_path):
     nb = notebook(tmp_path, [("sol", "import numpy as np"), ("md", "text"),
                              ("sol", "!pip list\ndef gemm(A, B, C):\n    C[:, :] = A @ B")])
