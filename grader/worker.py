@@ -151,8 +151,13 @@ def _describe_exception(exc: BaseException, path: str, mem_limit: int) -> str:
         if isinstance(exc, TypingError):
             # numba's own words without its pipeline chatter, and the line it points at (as
             # "line N": the grader names the cell and quotes it, grader.source_map)
-            text = [t.strip() for t in str(exc).strip().splitlines() if t.strip()
-                    and not t.strip().startswith(("Failed in ", "During:"))]
+            text = []
+            for t in str(exc).strip().splitlines():
+                t = t.strip()
+                if t.startswith("File "):  # then numba's excerpt of the code: the location
+                    break                  # is added once below, the line quoted by it
+                if t and not t.startswith(("Failed in ", "During:")):
+                    text.append(t)
             where = ""
             loc = getattr(exc, "loc", None)
             if getattr(loc, "filename", None) == path and getattr(loc, "line", None):

@@ -180,6 +180,17 @@ def test_a_compile_error_names_its_line(tmp_path):
     assert rep.fatal.endswith(" — at line 6 (`C[0, 0] = undefined_name + 1`)"), rep.fatal
 
 
+def test_a_typing_error_names_its_line_once_without_numbas_excerpt(tmp_path):
+    sub = tmp_path / "attr.py"
+    sub.write_text("import numba\n\n\n@numba.njit\ndef gemm(A, B, C):\n    x = A[0, 0]\n"
+                   "    C[0, 0] = x.nosuch\n")
+    rep = grade("gemm-cpu", sub, run_performance=False)
+    assert rep.fatal_kind == "compile-error"
+    assert "Unknown attribute 'nosuch' of type float32 — at line 7 (`C[0, 0] = x.nosuch`)" \
+        in rep.fatal, rep.fatal
+    assert rep.fatal.count("line 7") == 1 and "def gemm" not in rep.fatal, rep.fatal
+
+
 # ------------------------------------------------------------------------- crash at import
 @pytest.mark.parametrize("lab", ["gemm-cpu", "npu-vector-add"])
 def test_an_error_at_import_names_its_line(lab, tmp_path):
