@@ -482,10 +482,15 @@ def _locate(report: Report, smap: SourceMap) -> None:
 
 
 def rules_summary(spec) -> str:
-    """The lab's static rules in one line, for a rule-violation block."""
-    return (f"imports of {', '.join(sorted(spec.allowed_imports))} only; no library or "
-            "reference product (@, dot, matmul, einsum …, the course's own code); no escape "
-            "hatches (eval, getattr, files, dunder names, attribute assignment …)")
+    """The lab's static rules in one line, for a rule-violation block, from the spec: its
+    allowed imports (and the submodules it opens), and what no lab allows."""
+    subs = sorted(spec.allowed_submodules)
+    imports = ", ".join(sorted(spec.allowed_imports))
+    opened = (f" (with {', '.join(subs)}" + ("; nothing else of kernellab" if any(
+        m.startswith("kernellab") for m in subs) else "") + ")") if subs else ""
+    return (f"imports of {imports}{opened} only; no library or reference product (@, dot, "
+            "matmul, einsum …, the course's reference and baseline code); no escape hatches "
+            "(eval, getattr, files, dunder names, attribute assignment …)")
 
 
 def syntax_error(source: str, smap: SourceMap) -> tuple[str, list[str]] | None:

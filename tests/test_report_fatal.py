@@ -136,6 +136,16 @@ def test_a_rule_violation_in_a_notebook_quotes_its_line(tmp_path):
     assert "the rules: imports of math, numba, numpy only" in text, text
 
 
+def test_the_rule_block_states_the_labs_own_imports(tmp_path):
+    """An NPU lab's rules are its own (kernellab's NPU API), not the CPU labs' list."""
+    sub = tmp_path / "os.py"
+    sub.write_text("import os\n")
+    rep = grade("npu-vector-add", sub, run_performance=False)
+    text = assert_one_block(rep, "RULE VIOLATION — nothing was run")
+    assert ("the rules: imports of kernellab, math, numpy (with kernellab.npu, kernellab.npu.asc, "
+            "kernellab.npu.launch; nothing else of kernellab) only") in text, text
+
+
 # ------------------------------------------------------------------------- missing function
 @pytest.mark.parametrize("lab", LABS)
 def test_a_missing_function_says_what_the_lab_asks_for(lab, tmp_path):
