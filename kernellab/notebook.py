@@ -69,7 +69,7 @@ def stub_source(source: str, where: str = "") -> str:
     Raises NotebookError on an unclosed or unopened block.
     """
     out, inside = [], None
-    for n, line in enumerate(source.splitlines(), 1):
+    for n, line in enumerate(split_lines(source), 1):
         m = BEGIN.match(line)
         if m:
             if inside is not None:
@@ -96,7 +96,7 @@ def stub_source(source: str, where: str = "") -> str:
 def solution_lines(source: str) -> list[str]:
     """The non-blank lines inside BEGIN/END SOLUTION blocks (to check none leaks into a lab)."""
     lines, inside = [], False
-    for line in source.splitlines():
+    for line in split_lines(source):
         if BEGIN.match(line):
             inside = True
         elif END.match(line):
@@ -113,7 +113,7 @@ def make_lab(solution_nb):
         raise NotebookError("making a lab needs nbformat (pip install nbformat)")
     nb = nbformat.from_dict(solution_nb)
     for i, cell in enumerate(nb.cells):
-        lines = (cell.source or "").splitlines()
+        lines = split_lines(cell.source or "")
         marked = any(BEGIN.match(ln) or END.match(ln) for ln in lines)
         if cell.cell_type == "code":
             if marked and not is_solution_cell(cell):
