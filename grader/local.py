@@ -21,7 +21,8 @@ from grader.report import (CaseResult, fatal_block, fmt_number, fmt_percent,
 from grader.runner import check_case, recheck, signature_checks
 from grader.source_map import locate_in_file, rewrite_for_namespace
 from grader.spec import RuleResult
-from grader.worker import _describe_sim_error, _signature
+from grader.worker import MAX_MESSAGE, _describe_sim_error, _signature
+from grader.worker import _defined as _worker_defined
 
 #: files whose frames are not the student's (the course, numba, numpy, the standard library)
 _ROOT = Path(__file__).resolve().parent.parent
@@ -57,10 +58,11 @@ def describe(exc: BaseException, fn) -> str:
     sim = _describe_sim_error(exc)
     if sim is not None:
         return rewrite_for_namespace(sim, _namespace(fn), extra=[fn])
-    if isinstance(exc, NotImplementedError):
-        return f"not implemented: {exc}" if str(exc) else "not implemented"
     msg = str(exc).strip().splitlines()
-    text = f"{type(exc).__name__}: {msg[0] if msg else ''}"
+    first = msg[0][:MAX_MESSAGE] + ("…" if len(msg[0]) > MAX_MESSAGE else "") if msg else ""
+    if isinstance(exc, NotImplementedError):
+        return f"not implemented: {first}" if first else "not implemented"
+    text = f"{type(exc).__name__}: {first}"
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if _yours(f.filename)]
     if frames:
         text += f" — at {locate_in_file(frames[-1].filename, frames[-1].lineno)}"
@@ -69,18 +71,7 @@ def describe(exc: BaseException, fn) -> str:
 
 def _defined(functions: dict) -> dict:
     """The functions a notebook defines (its ``globals()``), name -> parameters."""
-    import inspect
-
-    out = {}
-    for name, obj in functions.items():
-        func = getattr(obj, "py_func", obj)
-        if name.startswith("_") or getattr(func, "__module__", None) != "__main__":
-            continue
-        try:
-            out[name] = [str(p) for p in inspect.signature(func).parameters.values()]
-        except (TypeError, ValueError):
-            continue
-    return out
+    return _worker_defined(functions, module="__main__")
 
 
 def _function_name(spec, fn, function: str | None) -> str:

@@ -209,9 +209,11 @@ def _signature(ns: dict, name: str, params: list):
 MAX_DEFINED = 40
 
 
-def _defined(ns: dict) -> dict:
+def _defined(ns: dict, module: str = "submission") -> dict:
     """The functions (numba dispatchers and kernels too) the submission itself defines, by name:
-    ``{name: [parameter, ...]}``; what it imported is left out. Never raises."""
+    ``{name: [parameter, ...]}``; what it imported is left out (functions of another module
+    than ``module``: ``"submission"`` in the worker, ``"__main__"`` in a notebook). Never
+    raises."""
     import inspect
 
     out = {}
@@ -227,7 +229,7 @@ def _defined(ns: dict) -> dict:
                 if inner is not None and hasattr(inner, "__code__"):
                     func = inner
                     break
-            if getattr(func, "__module__", None) != "submission":
+            if getattr(func, "__module__", None) != module:
                 continue
             params = [str(p)[:40] for p in inspect.signature(func).parameters.values()][:12]
         except Exception:  # noqa: BLE001 - whatever the object does, it is left out
