@@ -150,7 +150,8 @@ def _assert_next_tile_race_wording(err):
     assert "race on shared array Kt[" in err and err.count("tid=") == 2, err
     assert f"both after 1 syncthreads() and before the 2nd (both at line {sync}" in err, err
     assert "the write is in the next pass of the loop" in err, err
-    assert re.search(r"A syncthreads\(\) is needed after the read at line \d+", err), err
+    r = next(i for i, t in enumerate(src, 1) if "float32(Kt[j, t])" in t)
+    assert f"A syncthreads() is needed after the read at line {r}" in err, err
     assert f"before the loop's next write at line {w}" in err, err
     assert err.endswith("at the end of the loop body"), err
 
