@@ -1012,6 +1012,87 @@ def test_race_across_loop_passes_names_the_next_pass():
     assert "syncwarp" not in msg, msg             # a one-warp block: syncthreads() it is
 
 
+@cuda.jit(device=True)
+def d_publish_then_read(s, v):
+    t = cuda.threadIdx.x
+    s[t] = v
+    cuda.syncthreads()
+    return s[(t + 1) % 32]  # @f3_r
+
+
+@cuda.jit(device=True)
+def d_publish(s, v):
+    s[cuda.threadIdx.x] = v  # @f3_w
+    cuda.syncthreads()
+    return s[0]
+
+
+@cuda.jit
+def k_two_functions_one_buffer(x, out):
+    s = cuda.shared.array(32, float32)
+    a = d_publish_then_read(s, x[cuda.threadIdx.x])  # @f3_c1
+    out[cuda.threadIdx.x] = d_publish(s, a)  # @f3_c2
+
+
+def test_race_across_two_device_functions_is_in_call_order():
+    """Two device functions sharing one buffer, the first without its closing barrier: the
+    first one's read comes first in program order (the order the thread ran them, whatever
+    their lines), and the barrier goes before the first one returns."""
+    msg = fails(RaceError, "race", k_two_functions_one_buffer, 1, 32,
+                np.arange(32, dtype=np.float32), np.zeros(32, np.float32))
+    r = f"line {line('f3_r')} of d_publish_then_read"
+    w = f"line {line('f3_w')} of d_publish"
+    assert msg.index("read by tid=") < msg.index("write by tid="), msg
+    assert f"at {r} and write by" in msg and msg.count(f"at {w}") == 1, msg
+    assert (f"the read is in the call of d_publish_then_read from line {line('f3_c1')} and the "
+            f"write in the later call of d_publish from line {line('f3_c2')}") in msg, msg
+    assert (f"A syncthreads() is needed after the read at {r}, before d_publish_then_read "
+            "returns (or between the two calls)") in msg, msg
+    assert "pass" not in msg, msg
+
+
+@cuda.jit(device=True)
+def d_exchange(s, v):
+    t = cuda.threadIdx.x
+    s[t] = v  # @f4_w
+    cuda.syncthreads()
+    return s[(t + 1) % 32]  # @f4_r
+
+
+@cuda.jit
+def k_one_function_twice(x, out, passes):
+    s = cuda.shared.array(32, float32)
+    v = x[cuda.threadIdx.x]
+    if passes == 0:
+        v = d_exchange(s, v)  # @f4_c1
+        v = d_exchange(s, v)  # @f4_c2
+    else:
+        for _ in range(passes):
+            v = d_exchange(s, v)  # @f4_loop
+    out[cuda.threadIdx.x] = v
+
+
+def test_race_across_two_calls_of_one_device_function_names_the_calls():
+    """A device function without its closing barrier, called twice in a row: the write is in
+    the second call, not in a loop's next pass; called from a loop: the next call, made by the
+    loop's next pass. Either way the barrier goes before the function returns."""
+    x = np.arange(32, dtype=np.float32)
+    r, w = f"line {line('f4_r')} of d_exchange", f"line {line('f4_w')} of d_exchange"
+    fix = (f"A syncthreads() is needed after the read at {r}, before d_exchange returns "
+           "(or ")
+    msg = fails(RaceError, "race", k_one_function_twice, 1, 32, x, np.zeros(32, np.float32), 0)
+    assert msg.index("read by tid=") < msg.index("write by tid="), msg
+    assert f"at {r} and write by" in msg and f"at {w}, both after 1 syncthreads()" in msg, msg
+    assert (f"the write is in a later call of d_exchange (from line {line('f4_c2')}) than the "
+            f"read (from line {line('f4_c1')})") in msg, msg
+    assert fix + "between the two calls)" in msg and "loop" not in msg, msg
+    msg = fails(RaceError, "race", k_one_function_twice, 1, 32, x, np.zeros(32, np.float32), 2)
+    assert msg.index("read by tid=") < msg.index("write by tid="), msg
+    assert (f"the write is in the next call of d_exchange (from line {line('f4_loop')}), made "
+            "by the next pass of the loop") in msg, msg
+    assert fix + "at the end of the loop body)" in msg, msg
+
+
 @cuda.jit
 def k_write_write(out, writers):
     s = cuda.shared.array(1, int32)
@@ -1028,6 +1109,9 @@ def test_write_write_race():
     assert tids(msg) == {"0, 0, 0", "1, 0, 0"}, msg
     assert msg.count("write by") == 2 and "shared array s[0]" in msg
     assert msg.count(f"line {line('ww')}") == 2
+    # one instruction: the index is what to fix (a barrier cannot separate one store from
+    # itself)
+    assert "write the element from one instruction" in msg and "separate" not in msg, msg
     run(k_write_write, 1, 32, out, 1)
     assert set(out.tolist()) == {0}
 

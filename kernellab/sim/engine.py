@@ -54,10 +54,13 @@ How a launch runs
   usual case) reuse the first one's shared analysis: exact, and most of the analysis time of a
   tiled kernel. When a race or uninitialised read is found, the launch is run again from a copy
   of its arguments with each access's source instruction logged too, so that the error can name
-  the lines (errors are rare; logging lines on every access would double the log's cost).
-  A race names both accesses in program order, their barrier interval (how many
+  the lines (errors are rare; logging lines on every access would double the log's cost); for
+  a race, with each device-function access's call stack (call sites and call instances) too.
+  A race names both accesses in program order -- the order a thread ran them, by call stack
+  and loop back edges, not by line number -- their barrier interval (how many
   ``syncthreads`` the block had passed, and the lines of the barriers around it), whether a
-  loop took the second access to a later pass, and where a ``syncthreads`` must go.
+  loop took the second access to a later pass or it is in another call of a device function,
+  and where a ``syncthreads`` must go.
   ``checks="fast"`` skips the log altogether: bounds, poison and divergence checks stay, the race
   detector and the counters go.
 
@@ -215,8 +218,9 @@ def _join(logs):
 # Per-launch state. Module globals, because the hot path (an array access) must be cheap.
 
 _log = _new_log()       # the running thread's access log (one int64 an access, see _Root)
-_slog = _new_log()      # mode 2: the running thread's access sites, parallel to _log
-_mode = 1                # 0 no log (checks="fast"), 1 log, 2 log with sites
+_slog = _new_log()      # modes 2, 3: the running thread's access sites, parallel to _log
+_mode = 1                # 0 no log (checks="fast"), 1 log, 2 log with sites, 3 sites with
+                         # call contexts (the re-run that explains a race)
 _kcode = None            # code object of the running kernel (sites in it need no lookup)
 _cur = None              # the running _Thread
 _launch = None           # the running _Launch
@@ -225,7 +229,7 @@ _listeners: list = []    # capture() stacks
 
 class _Thread:
     __slots__ = ("g", "tid", "idx", "idx3", "warp", "lane", "state", "wep", "wait", "resume",
-                 "log", "slog", "segs")
+                 "log", "slog", "segs", "live")
 
     def __init__(self, tid, idx):
         self.tid = tid
@@ -240,6 +244,7 @@ class _Thread:
         self.log = _new_log()
         self.slog = _new_log()
         self.segs = []      # [(warp-sync epoch, log, site log)] closed by __syncwarp
+        self.live = ()      # mode 3: [(frame, instance)] of the last access's device frames
 
 
 def _idx_str(idx):
@@ -312,6 +317,66 @@ def _site(f):
 
 _code_ids: dict = {}
 _codes: list = [None]
+
+# Mode 3 (the re-run that explains a race): a device-function access's site also carries its
+# call context, ``site | (context id << CTX_SHIFT)``. A context is the tuple, outermost
+# first, of (caller's site, frame instance) of each device-function frame on the stack; an
+# instance numbers one call (frames compared by identity, so a second call of one function is
+# a new instance even where CPython reuses the frame's memory).
+CTX_SHIFT = 40
+SITE_MASK = (1 << CTX_SHIFT) - 1
+_ctx_ids: dict = {}
+_ctxs: list = [()]          # context id -> context; 0: the kernel's own frame
+_site_plain = _site
+_ninst = [0]
+_NUMBA_DIR = os.path.dirname(os.path.dirname(os.path.abspath(_simkernel.__file__))) + os.sep
+_SIM_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+_foreign: dict = {}         # code object -> True for the simulator's own frames
+
+
+def _is_foreign(code):
+    """True for a frame of numba's simulator or of this package between a kernel and its
+    device functions (``FakeCUDAKernel.__call__``): not a call in the student's code."""
+    got = _foreign.get(code)
+    if got is None:
+        fn = code.co_filename
+        got = _foreign[code] = (fn.startswith(_NUMBA_DIR) or fn.startswith(_SIM_DIR))
+    return got
+
+
+def _site_ctx(f):
+    """:func:`_site` with the call context of frame ``f`` (mode 3)."""
+    chain = []
+    g = f
+    while g is not None and g.f_code is not _kcode:
+        if not _is_foreign(g.f_code):
+            chain.append(g)
+        g = g.f_back
+    callers = chain[1:] + [g]       # each device frame's caller (g: the kernel's, or None)
+    sites = [0 if c is None else c.f_lasti if c.f_code is _kcode else _site_plain(c)
+             for c in callers]
+    chain.reverse()
+    sites.reverse()
+    t = _cur
+    prev = t.live
+    live = []
+    same = True
+    for d, g in enumerate(chain):
+        same = same and d < len(prev) and prev[d][0] is g
+        if same:
+            live.append(prev[d])
+        else:
+            _ninst[0] += 1
+            live.append((g, _ninst[0]))
+    t.live = live
+    key = tuple((cs, n) for cs, (_, n) in zip(sites, live))
+    cid = _ctx_ids.get(key)
+    if cid is None:
+        cid = _ctx_ids[key] = len(_ctxs)
+        _ctxs.append(key)
+    return _site_plain(f) | (cid << CTX_SHIFT)
 
 
 class SimArray:
@@ -393,7 +458,7 @@ class SimArray:
             return
         log = _log
         log.append(entry)
-        if _mode == 2:
+        if _mode >= 2:
             _slog.append(f.f_lasti if f.f_code is _kcode else _site(f))
         if len(log) > SLICE:
             _slice()
@@ -459,7 +524,8 @@ def _narrow(v, dtype):
 
 # The fast paths, one class per (dimensions, logging mode), generated from one template so
 # each access runs straight-line code. Modes: 0 bounds checks only (checks="fast"), 1 log the
-# access (the default), 2 also log the source instruction (the re-run that names lines).
+# access (the default), 2 also log the source instruction (the re-run that names lines); mode
+# 3 (a race's re-run) is mode 2 with ``_site`` bound to :func:`_site_ctx`.
 _FAST_TEMPLATE = """
 class {name}(SimArray):
     __slots__ = ()
@@ -531,6 +597,7 @@ for (_nd, _unit), _d in _DIMS.items():
                 pos="rel" if _zero else "self._o + rel", **_d),
                 f"{__file__}#fast-array-template", "exec"), globals())
             _FAST[_nd, _unit, _zero, _m] = globals()[_nm]
+        _FAST[_nd, _unit, _zero, 3] = _FAST[_nd, _unit, _zero, 2]    # _site is _site_ctx
 
 
 def _wrap(arr, root, off0):
@@ -621,7 +688,7 @@ class _Atomic:
                 raise OutOfBoundsError(f"{_where()}: unsupported atomic index {index!r}")
             if _mode:      # logged as a write with the atomic bit: races with plain accesses
                 _log.append(array._kw + off + ATOMIC_BIT)
-                if _mode == 2:
+                if _mode >= 2:
                     _slog.append(f.f_lasti if f.f_code is _kcode else _site(f))
         if isinstance(array, SimArray) and array._root.space == "g":
             array._root.natomic += 1
@@ -844,8 +911,13 @@ def _slice():
 
 
 class _NeedDetail(Exception):
-    """A hazard was found by the fast log (mode 1): re-run the launch logging source sites
-    (mode 2) so the error can name lines."""
+    """A hazard was found by a log without the detail to explain it: re-run the launch in
+    ``mode`` (2: logging source sites, so the error can name lines; 3: with call contexts
+    too, so a race can be put in program order)."""
+
+    def __init__(self, mode=2):
+        super().__init__(mode)
+        self.mode = mode
 
 
 class _Launch:
@@ -1064,8 +1136,13 @@ class _Launch:
         epoch = meta[rep, 1]
         tid = meta[rep, 2]
         wep = meta[rep, 3]
-        if _mode == 2:
-            site = self._canonical(np.frombuffer(_join([sg[5] for sg in segs]), np.int64))
+        ctx = None
+        if _mode >= 2:
+            site = np.frombuffer(_join([sg[5] for sg in segs]), np.int64)
+            if _mode == 3:
+                ctx = site >> CTX_SHIFT
+                site = site & SITE_MASK
+            site = self._canonical(site)
         else:
             site = None
         nep = int(meta[:, 1].max()) + 1
@@ -1085,10 +1162,11 @@ class _Launch:
         for sel, glob in parts:
             if sel is None:
                 k, t, b, i, w, e = key, tid, blin, iv, wep, epoch
-                st = site
+                st, cx = site, ctx
             else:
                 k, t, b, i, w, e = key[sel], tid[sel], blin[sel], iv[sel], wep[sel], epoch[sel]
                 st = site[sel] if site is not None else None
+                cx = ctx[sel] if ctx is not None else None
             memo_key = None
             if not glob and whole_block and _mode:
                 # A block's shared memory starts fresh, so the analysis of its shared
@@ -1110,7 +1188,7 @@ class _Launch:
             self.shared_rows = None
             self._count(k, t, b, i, st)
             if _OPTS["race_check"]:
-                self._races(k, t, b, i, w, st, e)
+                self._races(k, t, b, i, w, st, e, cx)
             if not glob:
                 self._uninitialised(k, t, b, e, st)
             if memo_key is not None:
@@ -1120,6 +1198,9 @@ class _Launch:
                     {n_: self.counters[n_] - before[n_] for n_ in SHARED_KEYS},
                     self.shared_rows)
         self.block_start_flush = False
+        if _mode == 3:      # every log is closed at a flush: the contexts can go
+            _ctx_ids.clear()
+            del _ctxs[1:]
         return bool(((key >> W_SHIFT) & 1).any())
 
     def _count(self, key, tid, blin, iv, site):
@@ -1348,8 +1429,8 @@ class _Launch:
             other = same_iv & ((lo[pos] != th[k_bad]) | (hi[pos] != th[k_bad]))
             bad[k_bad[other]] = False
         if bad.any():
-            if _mode != 2:
-                raise _NeedDetail()
+            if _mode < 2:
+                raise _NeedDetail(2)
             k = int(np.flatnonzero(bad)[0])
             root = self.roots[int(aid[idx][k])]
             th = self.thread_idx(int(tid[idx][k]))
@@ -1360,7 +1441,7 @@ class _Launch:
                 "written (shared memory starts uninitialised on a GPU; the sim tier "
                 "fills it with NaN / bytes 0xCD)")
 
-    def _races(self, key, tid, blin, iv, wep, site, epoch):
+    def _races(self, key, tid, blin, iv, wep, site, epoch, ctx=None):
         addr_id = key & ~(WRITE_BIT | ATOMIC_BIT)   # array id and offset
         isw = ((key >> W_SHIFT) & 1).astype(np.bool_)
         isa = ((key >> OFF_BITS) & 1).astype(np.bool_)
@@ -1378,7 +1459,7 @@ class _Launch:
                     cand = np.intersect1d(cand, adiv[~isa])
                 if len(cand):
                     self._check_candidates(cand, adiv, addr_id, tid, blin, wep, site, isw,
-                                           isa, (iv, epoch))
+                                           isa, (iv, epoch, ctx))
         # across blocks: blocks are unordered, so an address one block writes must not be
         # touched by another block of the same launch
         aid = addr_id >> AID_SHIFT
@@ -1407,11 +1488,11 @@ class _Launch:
                 summary.append(merged)
             wo, ro = summary
             bad = (wo == -2) | ((wo >= 0) & (ro != -1) & (ro != wo))
-            if _mode == 2 and root.first is None:
+            if _mode >= 2 and root.first is None:
                 root.first = np.full((root.elems, 4), -1, np.int64)   # block, tid, site, write
             if bad.any():
-                if _mode != 2:
-                    raise _NeedDetail()
+                if _mode < 2:
+                    raise _NeedDetail(2)
                 u = int(np.flatnonzero(bad)[0])
                 ks = np.flatnonzero(inv == u)
                 kw = ks[w[ks]]
@@ -1428,7 +1509,7 @@ class _Launch:
                     other = tuple(int(v) for v in root.first[uo[u]])
                 self._cross_block_race(root, int(uo[u]), tid[g], site[g],
                                        "write" if isw[g] else "read", int(b[k]), other)
-            if _mode == 2:
+            if _mode >= 2:
                 _, firstk = np.unique(inv, return_index=True)
                 new = root.first[uo, 0] < 0
                 gk = m[firstk[new]]
@@ -1462,8 +1543,8 @@ class _Launch:
                         m = self.wevents.get(max(e1, e2), 0)
                         if (m >> (t1 % WARP)) & 1 and (m >> (t2 % WARP)) & 1:
                             continue
-                    if _mode != 2:
-                        raise _NeedDetail()
+                    if _mode != 3:
+                        raise _NeedDetail(3)
                     a = int(addr_id[k1])
                     root = self.roots[a >> AID_SHIFT]
                     sp = "global" if root.space == "g" else "shared"
@@ -1473,9 +1554,10 @@ class _Launch:
 
     def _race(self, root, sp, off, a1, a2, blin, where=None):
         """Raise the RaceError of two accesses ``a1``, ``a2`` = (tid, is_write, site) to one
-        element in one barrier interval. ``where`` = (k1, k2, tid, site, iv, epoch): their
-        indices in the analysed batch and its per-access arrays, to tell which access comes
-        first in program order, whether a loop took the second one round to a later pass,
+        element in one barrier interval. ``where`` = (k1, k2, tid, site, iv, epoch, ctx):
+        their indices in the analysed batch and its per-access arrays (``ctx``: mode 3's call
+        contexts), to tell which access comes first in program order, whether a loop took
+        the second one round to a later pass or it is in another call of a device function,
         and so where a syncthreads() must go."""
         def who(a):
             return (f"{'write' if a[1] else 'read'} by tid={_idx_str(self.thread_idx(a[0]))} at "
@@ -1484,8 +1566,8 @@ class _Launch:
                 f"{_unravel(root, off)} (byte address {root.base + off * root.itemsize:#x}): ")
         if where is None:
             raise RaceError(f"{head}{who(a1)} and {who(a2)}, with no syncthreads() between them")
-        k1, k2, tid, site, iv, epoch = where
-        first, _, passes = self._program_order(k1, k2, tid, site, iv)
+        k1, k2, tid, site, iv, epoch, ctx = where
+        first, _, passes, loop, paths = self._program_order(k1, k2, tid, site, iv, ctx)
         if first == k2:
             a1, a2 = a2, a1
         ep = int(epoch[k1])
@@ -1493,7 +1575,7 @@ class _Launch:
         warps = np.unique(tid[both] // WARP)
         warp = int(warps[0]) if len(warps) == 1 and self.nthreads > WARP else None
         raise RaceError(f"{head}{who(a1)} and {who(a2)}, {self._interval(ep)}: "
-                        + _barrier_advice(self, a1, a2, passes, warp))
+                        + _barrier_advice(self, a1, a2, passes, warp, paths, loop))
 
     def _interval(self, ep):
         """Where barrier interval ``ep`` (the count of syncthreads() the block had passed) lies,
@@ -1520,34 +1602,72 @@ class _Launch:
         line = _line_of(code, lasti)
         return f"line {line}" if code is self.kcode else f"line {line} of {code.co_name}"
 
-    def _program_order(self, k1, k2, tid, site, iv):
-        """(first, second, passes) for accesses ``k1``, ``k2`` of one barrier interval, in
-        program order. Each access is placed by (c, its position in the code), c = how many
-        times its thread had come back (a loop's back edge) to or before the earlier of the
-        two positions since the interval began; ``passes`` = how many such passes of a loop
-        separate the second from the first (0: the same pass, straight-line code). Accesses
-        in two functions: as given, 0."""
-        s1, s2 = int(site[k1]), int(site[k2])
-        if s1 >> 24 != s2 >> 24:
-            return k1, k2, 0
-        cid = s1 >> 24
+    def site_code(self, site):
+        """The code object an access or call site lies in."""
+        cid = int(site) >> 24
+        return self.kcode if cid == 0 else _codes[cid]
 
-        def pos(s):
-            return (self.site_line(s) << 24) | (s & 0xFFFFFF)
-        x = min(pos(s1), pos(s2))
-        same = np.flatnonzero((iv == iv[k1]) & ((site >> 24) == cid))
+    def _pos(self, site):
+        """A site's place in its code: (line << 24) | instruction offset."""
+        s_ = int(site)
+        code = self.site_code(s_)
+        lasti = s_ & 0xFFFFFF
+        return (_line_of(code, lasti) << 24) | _instr_start(code, lasti)
 
-        def placed(k):
-            mine = same[tid[same] == tid[k]]
+    def _program_order(self, k1, k2, tid, site, iv, ctx=None):
+        """(first, second, passes, loop, paths) for accesses ``k1``, ``k2`` of one barrier
+        interval, in program order, from what each thread executed.
+
+        An access's *path* is its call stack's sites, outermost first (the kernel's call of
+        the first device function ... the access itself, from ``ctx``: mode 3's contexts),
+        ordered by their places in the code (line, offset), compared left to right; its
+        frames carry call instances. Each access is placed by (c, its path), c = how many
+        times its thread went back (a loop's back edge) from past the earlier of the two
+        paths to or before it since the interval began; ``passes`` = how many such passes
+        separate the second from the first (0: straight-line code, or calls one after
+        another), ``loop`` = the depth (0: the kernel) of the frame whose loop made the
+        first of those passes (None when ``passes`` is 0), ``paths`` = the two paths' sites.
+        """
+        cx = ctx if ctx is not None else np.zeros(len(site), np.int64)
+        comb = (cx << CTX_SHIFT) | site
+        cache = {}
+
+        def path(c):        # (sites, places, instances) of combined site-and-context c
+            got = cache.get(c)
+            if got is None:
+                frames = _ctxs[c >> CTX_SHIFT] if (c >> CTX_SHIFT) < len(_ctxs) else ()
+                sites = tuple(int(cs) for cs, _ in frames) + (c & SITE_MASK,)
+                got = cache[c] = (sites, tuple(self._pos(v) for v in sites),
+                                  tuple(n for _, n in frames))
+            return got
+        p1, p2 = path(int(comb[k1])), path(int(comb[k2]))
+        x = min(p1[1], p2[1])
+
+        def placed(k):      # the thread's back edges over x before access k, as indices
+            mine = np.flatnonzero((iv == iv[k]) & (tid == tid[k]))
             mine = mine[mine <= k]
-            u, inv = np.unique(site[mine], return_inverse=True)
-            ps = np.array([pos(int(v)) for v in u.tolist()], np.int64)[inv.ravel()]
-            crossings = int(((ps[:-1] > x) & (ps[1:] <= x)).sum())
-            return crossings, pos(int(site[k]))
-        c1, c2 = placed(k1), placed(k2)
-        if c2 < c1:
-            k1, k2, c1, c2 = k2, k1, c2, c1
-        return k1, k2, c2[0] - c1[0]
+            u, inv = np.unique(comb[mine], return_inverse=True)
+            after = np.array([path(int(v))[1] > x for v in u.tolist()], np.bool_)[inv.ravel()]
+            return mine[1:][after[:-1] & ~after[1:]], mine
+
+        def shared(a, b):   # the deepest frame of paths a, b that is one call in both
+            d = 0
+            while (d < len(a[2]) and d < len(b[2]) and a[1][d] == b[1][d]
+                   and a[2][d] == b[2][d]):
+                d += 1
+            return d
+        (e1, m1), (e2, m2) = placed(k1), placed(k2)
+        if (len(e2), p2[1]) < (len(e1), p1[1]):
+            k1, k2, e1, e2, m1, m2, p1, p2 = k2, k1, e2, e1, m2, m1, p2, p1
+        passes = len(e2) - len(e1)
+        loop = None
+        if passes:
+            # the back edge into the second access's pass: between two accesses of its
+            # thread, adjacent in the thread's log (``mine`` holds only that thread's)
+            loop = min(shared(path(int(comb[m2[np.searchsorted(m2, e) - 1]])),
+                              path(int(comb[e])))
+                       for e in e2[len(e1):][:64].tolist())
+        return k1, k2, passes, loop, (p1[0], p2[0])
 
     def _cross_block_race(self, root, off, tid, site, what, blin, other=None):
         t = self.thread_idx(int(tid))
@@ -1605,7 +1725,7 @@ class _Launch:
         } for r in self.groots]
         if self.want_trace:
             self.trace = _build_trace(self, self.trace_parts)
-        if _mode == 2:
+        if _mode >= 2:
             self.sites = [{
                 "where": self.site_where(st), "line": self.site_line(st),
                 "array": str(self.roots[ak >> 1].name), "kind": "store" if ak & 1 else "load",
@@ -1628,25 +1748,80 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _barrier_advice(launch, a1, a2, passes, warp=None):
+def _barrier_advice(launch, a1, a2, passes, warp=None, paths=None, loop=None):
     """Where a syncthreads() must go to order access ``a1`` before ``a2`` ((tid, is_write,
     site), ``a1`` first in program order, ``passes`` passes of a loop apart), in words.
     ``warp``: the one warp whose threads made every access from the two lines in the
-    interval (None: several), where a ``syncwarp`` orders them as well."""
+    interval (None: several), where a ``syncwarp`` orders them as well. ``paths``: the two
+    accesses' call paths (sites, outermost first, the access last; default: the access
+    alone), ``loop``: the depth in them of the frame whose loop separates the passes."""
     k1, k2 = ("write" if a1[1] else "read"), ("write" if a2[1] else "read")
     w1, w2 = launch.site_where(a1[2]), launch.site_where(a2[2])
     lanes = (f" (only warp {warp} runs these two lines here, so a cuda.syncwarp() is "
              "enough)" if warp is not None else "")
-    if int(a1[2]) == int(a2[2]):
+    s1, s2 = paths if paths is not None else ((int(a1[2]),), (int(a2[2]),))
+    # d: the deepest frame both accesses are in (0: the kernel), by their call sites
+    d = 0
+    while (d < len(s1) - 1 and d < len(s2) - 1
+           and launch._pos(s1[d]) == launch._pos(s2[d])):
+        d += 1
+    if passes and loop is not None:
+        d = min(d, loop)
+    in1, in2 = len(s1) - 1 > d, len(s2) - 1 > d      # inside a call made from frame d
+
+    def call(sp):           # the call of a device function made at sp[d]
+        return launch.site_code(sp[d + 1]).co_name, launch.site_where(sp[d])
+    if not in1 and not in2 and int(a1[2]) == int(a2[2]):
         return (f"two threads {k1} the element from one instruction with no syncthreads() "
                 "between them; check how the index maps threads to elements (each should "
-                f"own its own), or separate the two {k1}s by a syncthreads()")
+                "own its own)")
     if passes:
         when = "the next pass" if passes == 1 else f"a later pass ({passes} passes on)"
-        return (f"the {k2} is in {when} of the loop, and no syncthreads() separates it from "
-                f"the {k1} of the earlier pass. A syncthreads() is needed after the {k1} at "
-                f"{w1}, before the loop's next {k2} at {w2} \u2014 at the end of the loop body"
+        frame = launch.site_code(s2[d])
+        lp = "the loop" if frame is launch.kcode else f"the loop in {frame.co_name}"
+        if not in1 and not in2:
+            return (f"the {k2} is in {when} of {lp}, and no syncthreads() separates it from "
+                    f"the {k1} of the earlier pass. A syncthreads() is needed after the {k1} "
+                    f"at {w1}, before the loop's next {k2} at {w2} \u2014 at the end of the "
+                    "loop body" + lanes)
+        if in1 and in2 and call(s1) == call(s2):
+            f1, c1 = call(s1)
+            nxt = "the next call" if passes == 1 else f"a later call ({passes} passes on)"
+            return (f"the {k2} is in {nxt} of {f1} (from {c1}), made by {when} of {lp}, and "
+                    f"no syncthreads() separates it from the {k1} of the call before. A "
+                    f"syncthreads() is needed after the {k1} at {w1}, before {f1} returns "
+                    "(or at the end of the loop body)" + lanes)
+        t2 = f", in the call of {call(s2)[0]} from {call(s2)[1]}" if in2 else ""
+        t1 = f" (in the call of {call(s1)[0]} from {call(s1)[1]})" if in1 else ""
+        fix = (f"before {call(s1)[0]} returns (or at the end of the loop body)" if in1 else
+               f"before the loop's next call of {call(s2)[0]} at {call(s2)[1]} \u2014 at the "
+               "end of the loop body")
+        return (f"the {k2} is in {when} of {lp}{t2}, and no syncthreads() separates it from "
+                f"the {k1} of the earlier pass{t1}. A syncthreads() is needed after the {k1} "
+                f"at {w1}, {fix}" + lanes)
+    if in1 and in2:
+        (f1, c1), (f2, c2) = call(s1), call(s2)
+        if f1 == f2:
+            said = (f"the {k2} is in a later call of {f2} (from {c2}) than the {k1} (from "
+                    f"{c1})")
+        else:
+            said = (f"the {k1} is in the call of {f1} from {c1} and the {k2} in the later "
+                    f"call of {f2} from {c2}")
+        return (f"{said}, and no syncthreads() separates them. A syncthreads() is needed "
+                f"after the {k1} at {w1}, before {f1} returns (or between the two calls)"
                 + lanes)
+    if in1:
+        f1, c1 = call(s1)
+        return (f"the {k1} is in the call of {f1} from {c1}, and no syncthreads() separates "
+                f"it from the {k2} after that call. A syncthreads() is needed after the {k1} "
+                f"at {w1}, before {f1} returns (or after the call, before the {k2} at {w2})"
+                + lanes)
+    if in2:
+        f2, c2 = call(s2)
+        return (f"the {k2} is in the call of {f2} from {c2}, after the {k1}, and no "
+                f"syncthreads() separates them. A syncthreads() is needed after the {k1} at "
+                f"{w1}, before the call of {f2} at {c2} (or in {f2}, before the {k2} at "
+                f"{w2})" + lanes)
     if w1 == w2:
         return (f"no syncthreads() separates the {k1} from the {k2} on the same line. A "
                 f"syncthreads() is needed between them: {k1} into a variable, syncthreads(), "
@@ -2298,6 +2473,21 @@ def _launch_buffers(args):
 _copies_quiet = 0
 
 
+def _enter_mode3():
+    """Log call contexts with each device-function site (the race re-run)."""
+    global _site
+    _ctx_ids.clear()
+    del _ctxs[1:]
+    _site = _site_ctx
+
+
+def _leave_mode3():
+    global _site
+    _site = _site_plain
+    _ctx_ids.clear()
+    del _ctxs[1:]
+
+
 def _launch_once(kernel, args):
     global _mode
     grid, block = normalize_kernel_dimensions(kernel.grid_dim, kernel.block_dim)
@@ -2320,23 +2510,27 @@ def _launch_once(kernel, args):
     arrays = []
     _device_arrays(dev_args, arrays)
     outside = _arrays_outside_arguments(fn) if _listeners else []
-    snapshot = [a.copy() for a in arrays] if mode == 1 else None
+    snapshot = [a.copy() for a in arrays] if mode in (1, 2) else None
     prev_mode = _mode
     alarm = _arm_alarm(name)
     try:
         _mode = mode
-        try:
-            L = _run_launch(kernel, grid, block, name, dev_args, want_trace)
-        except _NeedDetail:
-            for a, saved in zip(arrays, snapshot):
-                np.copyto(a, saved)
-            _mode = 2
+        while True:
             try:
                 L = _run_launch(kernel, grid, block, name, dev_args, want_trace)
-            except _NeedDetail:    # pragma: no cover - the re-run is deterministic
-                raise SimError(f"kernel {name}: a hazard was found but could not be located "
-                               "on the second run") from None
+                break
+            except _NeedDetail as need:
+                if need.mode <= _mode:  # pragma: no cover - the re-run is deterministic
+                    raise SimError(f"kernel {name}: a hazard was found but could not be "
+                                   "located on the re-run") from None
+                for a, saved in zip(arrays, snapshot):
+                    np.copyto(a, saved)
+                _mode = need.mode
+                if _mode == 3:
+                    _enter_mode3()
     finally:
+        if _mode == 3:
+            _leave_mode3()
         _mode = prev_mode
         _disarm_alarm(alarm)
     for wb in retr:
