@@ -777,6 +777,30 @@ def test_read_of_unwritten_shared_memory_is_an_uninitialised_read():
     assert re.search(r" s\[(30|31)\]", msg) and f"line {line('uninit')}" in msg
     run(k_tail_tile, 1, 32, x, out, 32)
     np.testing.assert_array_equal(out, x[::-1])
+    assert "had already returned" not in msg  # no thread returned early: no such hint
+
+
+@cuda.jit
+def k_returns_above_the_stores(x, out, n):
+    s = cuda.shared.array(32, float32)
+    t = cuda.threadIdx.x
+    if t >= n:
+        return                          # the early return the lab texts warn about
+    s[t] = x[t]
+    cuda.syncthreads()
+    out[t] = s[(t + 1) % 32]            # @early
+
+
+def test_an_uninitialised_read_after_early_returns_says_so():
+    """Threads that returned above the shared-memory stores leave their elements unwritten;
+    the report counts them and names the cause."""
+    x = np.arange(32, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    msg = fails(UninitialisedReadError, "uninitialised-read", k_returns_above_the_stores, 1, 32,
+                x, out, 30)
+    assert f"line {line('early')}" in msg, msg
+    assert "2 of the block's 32 threads had already returned" in msg, msg
+    assert "keep every thread to the end" in msg, msg
 
 
 @cuda.jit

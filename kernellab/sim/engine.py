@@ -229,7 +229,7 @@ _listeners: list = []    # capture() stacks
 
 class _Thread:
     __slots__ = ("g", "tid", "idx", "idx3", "warp", "lane", "state", "wep", "wait", "resume",
-                 "log", "slog", "segs", "live")
+                 "log", "slog", "segs", "live", "exit_ep")
 
     def __init__(self, tid, idx):
         self.tid = tid
@@ -245,6 +245,7 @@ class _Thread:
         self.slog = _new_log()
         self.segs = []      # [(warp-sync epoch, log, site log)] closed by __syncwarp
         self.live = ()      # mode 3: [(frame, instance)] of the last access's device frames
+        self.exit_ep = None  # the barrier interval the thread returned in
 
 
 def _idx_str(idx):
@@ -1434,12 +1435,21 @@ class _Launch:
             k = int(np.flatnonzero(bad)[0])
             root = self.roots[int(aid[idx][k])]
             th = self.thread_idx(int(tid[idx][k]))
+            # threads of the block that had returned before the read's barrier interval: the
+            # usual cause is an early `return` above the shared-memory loads
+            r_ep = int(ep[k])
+            gone = sum(t.exit_ep is not None and t.exit_ep < r_ep for t in self.threads)
+            early = (f"; {gone} of the block's {len(self.threads)} threads had already "
+                     "returned: a thread that returns early (e.g. `if row >= M: return` above "
+                     "the tile loads) stores nothing to the tile and skips the barriers; keep "
+                     "every thread to the end and guard only its global loads and stores"
+                     if 0 < gone < len(self.threads) else "")
             raise UninitialisedReadError(
                 f"tid={_idx_str(th)} ctaid={_idx_str(self.block_idx(blin[idx][k]))}: read of shared "
                 f"array {root.name}{_unravel(root, int(ua_off[ad[k]]))} at "
                 f"{self.site_where(site[idx][k])}, which no thread of this block has "
                 "written (shared memory starts uninitialised on a GPU; the sim tier "
-                "fills it with NaN / bytes 0xCD)")
+                f"fills it with NaN / bytes 0xCD){early}")
 
     def _races(self, key, tid, blin, iv, wep, site, epoch, ctx=None):
         addr_id = key & ~(WRITE_BIT | ATOMIC_BIT)   # array id and offset
@@ -2049,6 +2059,7 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
             if res is _EXIT:
                 launch.close(t)
                 t.state = 3
+                t.exit_ep = launch.epoch
                 live -= 1
                 progress = True
                 stale = 0
