@@ -921,6 +921,20 @@ class _NeedDetail(Exception):
         self.mode = mode
 
 
+def _bank_words(req, addr, isz):
+    """``(req, word)``: the 4-byte shared-memory words (``addr // BANK_BYTES``; word w is in
+    bank w mod 32) of each access, tagged with the access's request ``req``; an 8- or 16-byte
+    element occupies 2 or 4 consecutive words, each listed (CUDA C++ Programming Guide,
+    "Shared Memory", compute capability 5.x and later)."""
+    word = addr // BANK_BYTES
+    if (isz > BANK_BYTES).any():
+        wide = isz > BANK_BYTES
+        more = [wide & (isz > BANK_BYTES * k) for k in range(1, 4)]
+        req = np.concatenate([req] + [req[m] for m in more])
+        word = np.concatenate([word] + [word[m] + k for k, m in enumerate(more, 1)])
+    return req, word
+
+
 class _Launch:
     def __init__(self, kernel, grid, block, dynshared_size, name):
         self.kernel = kernel
@@ -1259,13 +1273,7 @@ class _Launch:
             sa, sr, si = addr[~isg], rinv[~isg], isz[~isg]
             if site is not None:
                 self._count_shared_sites(sa, sr, si, site[~isg], req_ak, aid[~isg])
-            word = sa // BANK_BYTES
-            if (si > BANK_BYTES).any():     # 8/16-byte elements occupy consecutive words
-                wide = si > BANK_BYTES
-                extra_r = [sr[wide & (si > BANK_BYTES * k)] for k in range(1, 4)]
-                extra_w = [word[wide & (si > BANK_BYTES * k)] + k for k in range(1, 4)]
-                sr = np.concatenate([sr] + extra_r)
-                word = np.concatenate([word] + extra_w)
+            sr, word = _bank_words(sr, sa, si)
             ur, sinv = _dense(sr)
             uw = _uniq((sinv << 34) | word)
             bank = (uw & ((1 << 34) - 1)) % BANKS
@@ -1334,13 +1342,7 @@ class _Launch:
         nsub = len(usub)
         first = np.zeros(nsub, np.int64)        # an access of each sub-request: its array
         first[subinv] = np.arange(len(subinv))
-        word = sa // BANK_BYTES
-        if (si > BANK_BYTES).any():     # 8/16-byte elements occupy consecutive words
-            wide = si > BANK_BYTES
-            extra_s = [subinv[wide & (si > BANK_BYTES * k)] for k in range(1, 4)]
-            extra_w = [word[wide & (si > BANK_BYTES * k)] + k for k in range(1, 4)]
-            subinv = np.concatenate([subinv] + extra_s)
-            word = np.concatenate([word] + extra_w)
+        subinv, word = _bank_words(subinv, sa, si)
         uw = _uniq((subinv << 34) | word)
         owner = uw >> 34
         bank = (uw & ((1 << 34) - 1)) % BANKS
