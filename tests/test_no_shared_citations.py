@@ -1,6 +1,6 @@
 """No project file cites the developers' design notes, which do not ship with the course.
 
-The notes (``references.md``, ``COURSE.md``, ``NPU.md`` in a ``../shared`` folder next to the
+The notes (three Markdown files, :data:`NOTES`, in a ``../shared`` folder next to the
 repository) are for the course's developers; a student's clone has none of them. A citation
 must name the primary source instead (paper and section, vendor document, library docs) or
 state the fact in the project's own words. Scanned: every file ``git ls-files`` lists (or,
@@ -16,7 +16,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SELF = Path(__file__).resolve().relative_to(ROOT).as_posix()
-CITATION = re.compile(r"references\.md|COURSE\.md|NPU\.md|\.\./shared\b")
+#: the notes' names without their ``.md`` (spelt whole, this file would cite them itself)
+NOTES = ("references", "COURSE", "NPU")
+CITATION = re.compile("|".join(rf"{n}\.md" for n in NOTES) + r"|\.\./shared\b")
 SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
 
 
@@ -54,8 +56,8 @@ def test_the_scan_sees_the_project():
 
 
 def test_the_pattern_matches_each_kind_of_citation():
-    for text in ("(references.md §4.4)", "`references.md` §5", "NPU.md §6", "COURSE.md",
-                 "see ../shared/design"):
+    r, c, n = (f"{name}.md" for name in NOTES)
+    for text in (f"({r} §4.4)", f"`{r}` §5", f"{n} §6", c, "see ../shared/design"):
         assert CITATION.search(text), text
     for text in ("shared/local memory", "cuda.shared.array", "docs/grading.md"):
         assert not CITATION.search(text), text
