@@ -113,6 +113,12 @@ def _describe_sim_error(exc: BaseException) -> str | None:
     cause = exc.__cause__
     if isinstance(exc, errors.KernelError) and isinstance(cause, NotImplementedError):
         return _not_implemented(cause)
+    if (isinstance(exc, errors.KernelError) and cause is not None
+            and not isinstance(cause, errors.SimError) and getattr(exc, "where", None)):
+        # an exception the kernel raised: its message is the submission's words (cut and
+        # protected from being read as locations, :func:`_message`), the line the engine's
+        line = f" (line {exc.line})" if getattr(exc, "line", None) else ""
+        return f"{exc.kind}: {exc.where}: {type(cause).__name__}: {_message(cause)}{line}"
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     text = " / ".join(lines)
     if len(text) > MAX_SIM_MESSAGE:

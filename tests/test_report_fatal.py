@@ -10,6 +10,7 @@ load (about half a second); the one sim-tier grading runs two small cases."""
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import nbformat
@@ -350,3 +351,33 @@ def test_an_npu_hazard_keeps_its_reason_after_the_quoted_line():
     assert err.startswith(f"L0COverflowError: line {line} (`pipe.init_buffer(qc, "), err
     assert "/ L0C overflow: " in err and "<- does not fit" in err, err  # the why, in full
     assert err.count("— at line") == 0, err  # the message names its line: not said twice
+
+
+def test_a_kernels_own_message_is_not_read_as_a_location():
+    """On the sim tier an exception raised in a kernel reaches the report inside the engine's
+    KernelError: its words are the submission's (cut, never rewritten), the line the
+    engine's."""
+    pytest.importorskip("numba.cuda")
+
+    if kernellab.TIER != "sim":
+        pytest.skip("the sim tier's KernelError")
+    import numpy as np
+    from numba import cuda
+
+    from grader.source_map import SourceMap
+    from grader.worker import _describe_sim_error
+    from kernellab import sim
+
+    @cuda.jit
+    def k(x):
+        raise ValueError("bad on line 2 " + "x" * 2000)
+
+    with pytest.raises(Exception) as info, sim.capture(gpu_compile=False):
+        k[1, 1](np.zeros(1, np.float32))
+    text = _describe_sim_error(info.value)
+    assert text is not None, repr(info.value)
+    assert text.startswith("kernel-exception: tid=(0, 0, 0) ctaid=(0, 0, 0): ValueError: "), text
+    out = SourceMap([f"code of line {n}" for n in range(1, 2000)]).rewrite(text)
+    assert "bad on line 2 xxx" in out and "line 2 (`" not in out, out
+    assert len(out) < 600, out  # the kernel's words cut; the engine's (line N) quoted:
+    assert re.search(r"x… \(line \d+ \(`code of line \d+`\)\)$", out), out
