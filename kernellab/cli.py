@@ -156,11 +156,12 @@ def _lab_problem(cmd: str, lab: str | None, rest: list[str]) -> str | None:
     if lab in LABS or not (Path(lab).is_file() or Path(lab).suffix.lower() in (".ipynb", ".py")):
         return None
     spec = _lab_of_file(lab)
+    what = ("is a file, not a lab id" if Path(lab).is_file()
+            else "is a file's name (no such file here), not a lab id")
     if spec is None:
-        return (f"{lab} is a file, not a lab id: {USAGE[cmd]}; labs: {_lab_ids()} (see "
-                "`kernellab list`)")
+        return (f"{lab} {what}: {USAGE[cmd]}; labs: {_lab_ids()} (see `kernellab list`)")
     args = [spec.lab_id] + ([lab, *rest] if cmd == "grade" else [])
-    return (f"{lab} is a file, not a lab id; it looks like lab {spec.lab_id} ({spec.notebook}): "
+    return (f"{lab} {what}; it looks like lab {spec.lab_id} ({spec.notebook}): "
             f"did you mean `kernellab {cmd} {shlex.join(args)}`?")
 
 

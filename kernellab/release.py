@@ -24,6 +24,7 @@ import json
 import os
 import shlex
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import nbformat
@@ -119,7 +120,7 @@ def hand_edits(current: str, wanted: str) -> list[str]:
             h = _recorded_hash(c)
             if h is None:
                 out.append(f"{_describe(cells, i)} was added")
-            elif h != source_hash(_source(c)):
+            elif h not in (source_hash(_source(c)), cell_hash(c)):  # either kind of release
                 out.append(f"{_describe(cells, i)} was edited")
         return out
     # written before release recorded hashes: only an exact match with today's lab is safe
@@ -136,10 +137,15 @@ def _changes(cells, released: list[str]) -> list[str]:
     now = [cell_hash(c) for c in cells]
     if now == released:
         return []
-    out = [f"{_describe(cells, i)} was "
-           + ("edited" if _recorded_hash(c) is not None else "added")
-           for i, (c, h) in enumerate(zip(cells, now)) if h not in released]
-    gone = len([h for h in released if h not in now])
+    left = Counter(released)  # released cells not (yet) matched by a cell of the lab now
+    out = []
+    for i, (c, h) in enumerate(zip(cells, now)):
+        if left[h]:
+            left[h] -= 1
+        else:
+            out.append(f"{_describe(cells, i)} was "
+                       + ("edited" if _recorded_hash(c) is not None else "added"))
+    gone = sum(left.values())
     if gone:
         out.append(f"{gone} released cell{'s' * (gone != 1)} edited or deleted")
     if not out:  # the same cells, another order or a cell twice

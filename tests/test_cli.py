@@ -165,6 +165,12 @@ def test_grade_or_start_without_a_lab_says_what_to_give(course, capsys):
 def test_a_path_where_the_lab_goes_names_the_lab(course, capsys, given, lab):
     assert main(["grade", given]) == 2
     err = capsys.readouterr().err
+    assert f"{given} is a file's name (no such file here), not a lab id; it looks like lab " \
+        f"{lab}" in err, err
+    (course / given).parent.mkdir(parents=True, exist_ok=True)
+    (course / given).write_text("")
+    assert main(["grade", given]) == 2
+    err = capsys.readouterr().err
     assert f"{given} is a file, not a lab id; it looks like lab {lab}" in err, err
     assert f"did you mean `kernellab grade {lab} {given}`?" in err
     assert "unknown lab" not in err

@@ -386,11 +386,11 @@ def test_tbuf_race_between_two_passes_of_a_loop_names_the_passes():
     msg = trips(errors.DataRaceError, k, line="asc.data_copy(a, x[i * (N // 2):], N // 2)")
     assert "MTE2 writes them in data_copy here (pass 2 of this line in block 0)" in msg, msg
     assert "V read them in adds at" in msg and "(pass 1)" in msg, msg
-    assert ("The two are in different passes of the loop: the next pass's data_copy is not "
-            "ordered after this pass's adds.") in msg, msg
+    assert ("The data_copy here is a later run of its line than the adds (a loop's next "
+            "pass, or another call): it is not ordered after the earlier run's adds.") in msg, msg
     # one pass, the same race shape: no word of passes
     one = trips(errors.DataRaceError, tbuf_vec("overwrite"), line="asc.data_copy(a, x, N)")
-    assert "different passes" not in one, one
+    assert "a later run of its line" not in one, one
 
 
 def test_tbuf_write_by_v_then_copy_out_by_mte3_needs_ordering():

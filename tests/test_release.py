@@ -243,6 +243,43 @@ def _copy(nb):
     nb.cells.append(twin)
 
 
+def _delete_one_of_twins(nb):
+    del nb.cells[-1]
+
+
+def test_deleting_one_of_two_identical_cells_is_a_deletion(tmp_path):
+    lab = _course(tmp_path)
+    sol = tmp_path / "solutions" / "09_t.ipynb"
+    nb = nbformat.read(str(sol), as_version=4)
+    nb.cells += [nbformat.v4.new_code_cell(""), nbformat.v4.new_code_cell("")]  # two empty cells
+    nbformat.write(nb, str(sol))
+    release(tmp_path)
+    nb = nbformat.read(str(lab), as_version=4)
+    _delete_one_of_twins(nb)
+    nbformat.write(nb, str(lab))
+    status, msgs = release(tmp_path)
+    assert status == 1 and "1 released cell edited or deleted" in msgs[0], msgs
+
+
+def test_a_lab_that_lost_its_notebook_list_is_judged_by_its_cells(tmp_path):
+    """Notebook metadata stripped (a merge, another tool): each cell's own hash still tells an
+    untouched lab from an edited one."""
+    from kernellab.release import CELLS_KEY, META_KEY
+
+    lab = _course(tmp_path)
+    release(tmp_path)
+    nb = nbformat.read(str(lab), as_version=4)
+    del nb.metadata[META_KEY][CELLS_KEY]
+    nbformat.write(nb, str(lab))
+    assert release(tmp_path)[0] == 0  # untouched: overwritten with the list again
+    nb = nbformat.read(str(lab), as_version=4)
+    del nb.metadata[META_KEY][CELLS_KEY]
+    nbformat.write(nb, str(lab))
+    _fill_in(lab)
+    status, msgs = release(tmp_path)
+    assert status == 1 and "solution cell 1" in msgs[0] and "was edited" in msgs[0], msgs
+
+
 @pytest.mark.parametrize("edit", [_retype, _retag, _delete, _swap, _copy],
                          ids=lambda f: f.__name__.strip("_"))
 def test_any_change_to_the_cells_is_an_edit(tmp_path, edit):

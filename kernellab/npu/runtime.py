@@ -276,11 +276,12 @@ class BlockContext:
             risk = f"{Q} may read them before {P} has written them"
         else:
             risk = f"{Q} may overwrite them before {P} has read them"
-        # a loop's later pass reaching back to a line above the earlier access: the race is
-        # between two passes (this tile's access against the previous tile's)
+        # a later run of a line above the earlier access (a loop's next pass, or a helper
+        # called again): the race is between two runs (this tile's access against the last)
         later = (npass > epass and src and esrc and src[0] == esrc[0] and src[1] < esrc[1])
-        passes = (f" The two are in different passes of the loop: the next pass's "
-                  f"{what or 'call'} is not ordered after this pass's {ewhat or 'call'}."
+        passes = (f" The {what or 'call'} here is a later run of its line than the "
+                  f"{ewhat or 'call'} (a loop's next pass, or another call): it is not ordered "
+                  f"after the earlier run's {ewhat or 'call'}."
                   if later else "")
         raise errors.DataRaceError(
             f"{format_src(src)}\n"

@@ -1442,9 +1442,10 @@ class _Launch:
             r_ep = int(ep[k])
             gone = sum(t.exit_ep is not None and t.exit_ep < r_ep for t in self.threads)
             early = (f"; {gone} of the block's {len(self.threads)} threads had already "
-                     "returned: a thread that returns early (e.g. `if row >= M: return` above "
-                     "the tile loads) stores nothing to the tile and skips the barriers; keep "
-                     "every thread to the end and guard only its global loads and stores"
+                     "returned, which is the likely cause if they were to store it: a thread "
+                     "that returns early (e.g. `if row >= M: return` above the tile loads) "
+                     "stores nothing to the tile and skips the barriers; keep every thread to "
+                     "the end and guard only its global loads and stores"
                      if 0 < gone < len(self.threads) else "")
             raise UninitialisedReadError(
                 f"tid={_idx_str(th)} ctaid={_idx_str(self.block_idx(blin[idx][k]))}: read of shared "
