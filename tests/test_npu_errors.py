@@ -344,6 +344,40 @@ def tbuf_vec(bad=None):
     return k
 
 
+def tbuf_tiles(order_refills):
+    """Four tiles through one TBuf: copy in (MTE2), a barrier, add (V), copy out. With
+    ``order_refills`` a barrier before each refill orders it after the previous tile's add, and
+    after the loop one last refill is read with nothing ordering it; without, the second
+    tile's refill races with the first tile's add."""
+
+    @asc.kernel(core="aiv")
+    def k(x, z):
+        pipe = asc.TPipe()
+        tb = asc.TBuf(P.VECIN)
+        qo = asc.TQue(P.VECOUT, 1)
+        pipe.init_buffer(tb, N * 2)
+        pipe.init_buffer(qo, 1, N * 2)
+        a = tb.get(asc.half)
+        for _ in range(4):
+            if order_refills:
+                asc.pipe_barrier(asc.PIPE_ALL)
+            asc.data_copy(a, x, N)
+            asc.pipe_barrier(asc.PIPE_ALL)
+            c = qo.alloc_tensor(asc.half)
+            asc.adds(c, a, 1.0, N)
+            qo.enque(c)
+            c = qo.deque()
+            asc.data_copy(z, c, N)
+            qo.free_tensor(c)
+        if order_refills:
+            asc.pipe_barrier(asc.PIPE_ALL)
+            asc.data_copy(a, x, N)
+            c = qo.alloc_tensor(asc.half)
+            asc.adds(c, a, 2.0, N)                   # BUG: no barrier after this refill
+            qo.free_tensor(c)
+    return k
+
+
 def test_tbuf_read_after_write_across_pipes_needs_ordering():
     msg = trips(errors.DataRaceError, tbuf_vec("no_barrier"), line="asc.adds(c, a, 1.0, N)")
     # both pipes, both calls, both source lines (with their code)
@@ -365,25 +399,8 @@ def test_tbuf_write_after_read_across_pipes_needs_ordering():
 
 
 def test_tbuf_race_between_two_passes_of_a_loop_names_the_passes():
-    @asc.kernel(core="aiv")
-    def k(x, z):
-        pipe = asc.TPipe()
-        tb = asc.TBuf(P.VECIN)
-        qo = asc.TQue(P.VECOUT, 1)
-        pipe.init_buffer(tb, N // 2 * 2)
-        pipe.init_buffer(qo, 1, N // 2 * 2)
-        for i in range(2):                       # two tiles through one TBuf
-            a = tb.get(asc.half)
-            asc.data_copy(a, x[i * (N // 2):], N // 2)
-            asc.pipe_barrier(asc.PIPE_ALL)       # this tile's copy before its add...
-            c = qo.alloc_tensor(asc.half)
-            asc.adds(c, a, 1.0, N // 2)          # ...but nothing orders the next copy after it
-            qo.enque(c)
-            c = qo.deque()
-            asc.data_copy(z[i * (N // 2):], c, N // 2)
-            qo.free_tensor(c)
-
-    msg = trips(errors.DataRaceError, k, line="asc.data_copy(a, x[i * (N // 2):], N // 2)")
+    k = tbuf_tiles(order_refills=False)
+    msg = trips(errors.DataRaceError, k, line="asc.data_copy(a, x, N)")
     assert "MTE2 writes them in data_copy here (pass 2 of this line in block 0)" in msg, msg
     assert "V read them in adds at" in msg and "(pass 1)" in msg, msg
     assert ("The data_copy here is a later run of its line than the adds (a loop's next "
@@ -606,31 +623,7 @@ def test_load_data_needs_nz_bytes_in_l1():
 
 def test_tbuf_history_through_a_loop():
     """Ordered refills of one TBuf, tile after tile, then one unordered read: found."""
-
-    @asc.kernel(core="aiv")
-    def k(x, z):
-        pipe = asc.TPipe()
-        tb = asc.TBuf(P.VECIN)
-        qo = asc.TQue(P.VECOUT, 1)
-        pipe.init_buffer(tb, N * 2)
-        pipe.init_buffer(qo, 1, N * 2)
-        a = tb.get(asc.half)
-        for _ in range(4):
-            asc.pipe_barrier(asc.PIPE_ALL)
-            asc.data_copy(a, x, N)
-            asc.pipe_barrier(asc.PIPE_ALL)
-            c = qo.alloc_tensor(asc.half)
-            asc.adds(c, a, 1.0, N)
-            qo.enque(c)
-            c = qo.deque()
-            asc.data_copy(z, c, N)
-            qo.free_tensor(c)
-        asc.pipe_barrier(asc.PIPE_ALL)
-        asc.data_copy(a, x, N)
-        c = qo.alloc_tensor(asc.half)
-        asc.adds(c, a, 2.0, N)                       # BUG: no barrier after this refill
-        qo.free_tensor(c)
-
+    k = tbuf_tiles(order_refills=True)
     msg = trips(errors.DataRaceError, k, line="asc.adds(c, a, 2.0, N)")
     # the race is with the last refill, not an older, ordered one
     assert "MTE2 wrote them in data_copy" in msg, msg
