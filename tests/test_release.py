@@ -12,6 +12,7 @@ import pytest
 from kernellab import notebook
 from kernellab.cli import main
 from kernellab.release import release
+from one_lab_course import write_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -129,15 +130,8 @@ def test_submission_source_runs_only_solution_cells(tmp_path):
 # --- a lab edited by hand is never overwritten ---------------------------------------------------
 
 def _course(root: Path, answer: str = "return 42", text: str = "# t") -> Path:
-    """A one-lab course in ``root``: solutions/09_t.ipynb (a markdown cell, a solution cell)."""
-    (root / "solutions").mkdir(exist_ok=True)
-    nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell(f"def g():\n    ### BEGIN SOLUTION\n    {answer}\n"
-                                     "    ### END SOLUTION\n")
-    cell.metadata["tags"] = ["solution"]
-    nb.cells = [nbformat.v4.new_markdown_cell(text), cell]
-    nbformat.write(nb, str(root / "solutions" / "09_t.ipynb"))
-    return root / "labs" / "09_t.ipynb"
+    """A one-lab course in ``root`` (:mod:`one_lab_course`); returns its lab's path."""
+    return write_solution(root, answer, text)
 
 
 def _fill_in(lab: Path, source: str = "def g():\n    return 7  # my answer\n") -> bytes:

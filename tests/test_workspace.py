@@ -11,20 +11,15 @@ import pytest
 
 from kernellab import workspace
 from kernellab.release import release
+from one_lab_course import write_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _course(root: Path, answer: str = "return 42", title: str = "# Lab 9") -> None:
     """A one-lab course: solutions/09_t.ipynb, its released labs/, a chapter, .gitignore."""
-    (root / "solutions").mkdir(parents=True, exist_ok=True)
+    write_solution(root, answer, title)
     (root / "chapters").mkdir(exist_ok=True)
-    nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell(f"def g():\n    ### BEGIN SOLUTION\n    {answer}\n"
-                                     "    ### END SOLUTION\n")
-    cell.metadata["tags"] = ["solution"]
-    nb.cells = [nbformat.v4.new_markdown_cell(title), cell]
-    nbformat.write(nb, str(root / "solutions" / "09_t.ipynb"))
     nbformat.write(nbformat.v4.new_notebook(), str(root / "chapters" / "09_topic.ipynb"))
     shutil.copy(ROOT / ".gitignore", root / ".gitignore")
     assert release(root)[0] == 0
