@@ -34,14 +34,6 @@ def work_path(root: Path, notebook: str) -> Path:
     return Path(root) / WORK_DIR / notebook
 
 
-def relative(root: Path, path: Path) -> str:
-    """``path`` relative to ``root`` when it lies inside, else as given (for messages)."""
-    try:
-        return str(Path(path).resolve().relative_to(Path(root).resolve()))
-    except ValueError:
-        return str(path)
-
-
 def shown(path: Path) -> str:
     """``path`` for a message to the user: relative to the current directory when it lies
     under it, else absolute (so it names the right file wherever the command was run)."""
