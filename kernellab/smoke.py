@@ -1,6 +1,6 @@
 """``make check``: a smoke run that says in one line whether the set-up works (under a minute).
 
-Four steps, stopping at the first failure: the package is installed and imported from this
+Three steps, stopping at the first failure: the package is installed and imported from this
 checkout; the first code cell of chapter 1 runs in a Jupyter kernel (nbclient, as JupyterLab
 would); one lab's solution is graded, correctness only, and must pass. Exit 0 when all pass,
 1 otherwise (the verdict names the step and the reason).
