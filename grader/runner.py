@@ -29,7 +29,7 @@ from grader.sandbox import Limits, Worker, WorkerDied
 from grader.source_map import SourceMap, quote_line
 from grader.spec import Case, CaseData, HiddenCases
 from grader.static_check import check_source
-from kernellab import notebook
+from grader import notebook
 
 
 def cache_root() -> Path:

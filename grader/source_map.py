@@ -1,7 +1,7 @@
 """Source locations a student can find: ``line N`` of the graded code, as the notebook shows it.
 
 The grader runs one text: a ``.py`` file as it is, or a notebook's solution cells joined
-(:func:`kernellab.notebook.submission_origins`). The static rules, the sim and NPU simulators,
+(:func:`grader.notebook.submission_origins`). The static rules, the sim and NPU simulators,
 numba and Python's tracebacks all name lines of that text (``line 27``, ``line 3 of dev``,
 ``File ".../submission.py", line 27``, ``submission.py:27: code``), which a notebook's author
 never sees. :meth:`SourceMap.rewrite` turns each into the cell and the line in it, with the
@@ -83,7 +83,7 @@ class SourceMap:
     """Where each line of a graded text came from.
 
     ``lines``: the graded text's lines (line ``n`` is ``lines[n - 1]``). ``origins``: for a
-    notebook, one :data:`kernellab.notebook.Origin` per line (None for the blank line between
+    notebook, one :data:`grader.notebook.Origin` per line (None for the blank line between
     two cells); None for a ``.py``. ``filename``: the basename of the file the grader compiles
     the text from (``submission.py``); locations in other files are left alone."""
 
@@ -94,8 +94,8 @@ class SourceMap:
     @classmethod
     def of_submission(cls, path: str | Path) -> tuple[str, "SourceMap"]:
         """``(code, map)`` for a submission file. Raises NotebookError as
-        :func:`kernellab.notebook.submission_source` does (and OSError)."""
-        from kernellab import notebook  # here: the worker imports this module, never nbformat
+        :func:`grader.notebook.submission_source` does (and OSError)."""
+        from grader import notebook  # here: the worker imports this module, never nbformat
 
         text, origins = notebook.submission_origins(path)
         return text, cls(_split_lines(text), origins)

@@ -1,6 +1,16 @@
 """Kernel Lab runtime: device tiers, numerics, timing and plots shared by the notebooks and
 the grader.
 
+Layout: the runtime is this package's top-level modules with ``machine`` (machine facts, the
+measured FMA peak), ``sim`` (the sim CUDA tier and its trace queries) and ``npu`` (the NPU
+simulator); ``kernels`` holds the chapters' kernel ladders, ``topics`` the chapters' own
+libraries; the autograder and the course tooling (release, notebook reading, the student's
+``work/`` copy, the smoke check) are the ``grader`` package beside this one.
+
+Import rule: the runtime never imports kernellab.topics, kernellab.kernels or grader
+(kernellab.cli alone runs the grader, inside its commands); topics and kernels never import
+grader (checked by tests/test_import_rule.py).
+
 Import it first (a notebook's first cell): on import it applies the thread settings of
 :mod:`kernellab.threads` and chooses the device tier (:mod:`kernellab.device`) before numpy's
 BLAS or ``numba.cuda`` load.

@@ -47,7 +47,7 @@ def cmd_doctor(args) -> int:
 
 def cmd_list(args) -> int:
     from grader.labs import all_specs
-    from kernellab import workspace
+    from grader import workspace
 
     root = _project_root()
     for s in all_specs():
@@ -63,7 +63,7 @@ def cmd_list(args) -> int:
 
 def cmd_start(args) -> int:
     from grader.labs import UnknownLab, get_spec_class
-    from kernellab import workspace
+    from grader import workspace
 
     problem = _lab_problem("start", args.lab, [])
     if problem:
@@ -92,7 +92,7 @@ def cmd_start(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from kernellab.release import release
+    from grader.release import release
 
     status, msgs = release(Path(args.root) if args.root else _project_root(), check=args.check,
                            force=args.force)
@@ -168,7 +168,7 @@ def _lab_problem(cmd: str, lab: str | None, rest: list[str]) -> str | None:
 def _submissions(args, spec) -> list[str] | None:
     """The paths to grade: those given, else the student's copy ``work/<notebook>``. None (and
     a message) when there is no copy yet."""
-    from kernellab import workspace
+    from grader import workspace
 
     root = _project_root()
     if args.submission:

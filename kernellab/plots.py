@@ -13,13 +13,12 @@
 
 For the CUDA chapter, from a sim-tier trace (``kernellab.sim.capture(trace=True)``: the first
 block's accesses, one row per element access with its thread, warp, lane, address and warp-level
-request):
+request; the queries on it are :mod:`kernellab.sim.trace`):
 
-* :func:`access_grid` / :func:`access_map` — which thread (or warp, lane; or how many accesses)
+* :func:`access_map` — which thread (or warp, lane; or how many accesses)
   touched each element of an array, optionally for one warp request with the 32-byte sectors it
   moves (CUDA C++ Programming Guide, "Device Memory Accesses");
-* :func:`trace_requests` — the warp-level requests on an array, in the order they were issued;
-* :func:`bank_counts` / :func:`bank_heatmap` — distinct 4-byte words per shared-memory bank in
+* :func:`bank_heatmap` — distinct 4-byte words per shared-memory bank in
   each warp request: the bank conflicts (CUDA C++ Programming Guide, "Compute Capabilities",
   "Shared Memory" for compute capability 5.x and later: 32 banks of 4 bytes);
 * :func:`roofline_levels` — a hierarchical roofline: one roof per memory level and, for each
@@ -184,96 +183,16 @@ def rate_vs_size(series: dict[str, tuple[list, list]], *, title: str = "GFLOP/s 
 # CUDA chapter: pictures from sim-tier traces
 # ----------------------------------------------------------------------------------------------
 
-SECTOR_BYTES = 32
-BANKS = 32
-BANK_BYTES = 4
-_BY = ("tid", "warp", "lane", "request", "count")
-
-
-def _select(trace, array=None, *, kind=None, space=None, warp=None, request=None, line=None,
-            tid=None):
-    """Boolean mask of the trace rows that match every filter given (None: any; ``tid`` may
-    also be a sequence of thread ids)."""
-    import numpy as np
-
-    if trace is None:
-        raise ValueError("no trace: capture the launch with kernellab.sim.capture(trace=True)")
-    m = np.ones(len(trace), bool)
-    for field, want in (("array", array), ("kind", kind), ("space", space), ("warp", warp),
-                        ("request", request), ("line", line)):
-        if want is not None:
-            m &= trace[field] == want
-    if tid is not None:
-        m &= np.isin(trace["tid"], np.atleast_1d(tid))
-    return m
-
-
-def trace_requests(trace, array=None, *, kind="r", space=None, warp=None, line=None):
-    """Ids of the warp-level requests on ``array`` (filters as in :func:`access_grid`), in the
-    order their first access appears in the trace (for one thread: program order)."""
-    import numpy as np
-
-    rows = trace[_select(trace, array, kind=kind, space=space, warp=warp, line=line)]
-    ids, first = np.unique(rows["request"], return_index=True)
-    return [int(r) for r in ids[np.argsort(first, kind="stable")]]
-
-
-def access_grid(trace, array, shape, *, by="tid", kind="r", space=None, warp=None,
-                request=None, line=None, tid=None):
-    """The accesses to ``array`` (a trace's ``array`` name) as a 2-D float grid of ``shape``.
-
-    The array is taken as row-major with that shape; element ``offset`` is cell
-    ``divmod(offset, shape[1])``. Each cell holds the ``by`` field (``"tid"``, ``"warp"``,
-    ``"lane"`` or ``"request"``) of the thread(s) that accessed it — ``-1`` where threads with
-    different values did — or, for ``by="count"``, the number of accesses. Untouched cells are
-    NaN. ``kind`` ("r", "w" or None for both), ``space`` ("g"/"s"), ``warp``, ``request``,
-    ``line`` and ``tid`` (one id or several) keep only the matching accesses.
-    """
-    import numpy as np
-
-    if by not in _BY:
-        raise ValueError(f"by must be one of {', '.join(_BY)}, got {by!r}")
-    rows, cols = int(shape[0]), int(shape[1])
-    rec = trace[_select(trace, array, kind=kind, space=space, warp=warp, request=request,
-                        line=line, tid=tid)]
-    grid = np.full(rows * cols, np.nan)
-    off = rec["offset"].astype(np.int64)
-    if len(off) and (off.min() < 0 or off.max() >= rows * cols):
-        raise ValueError(f"{array}: offsets up to {int(off.max())} do not fit shape {shape}")
-    if by == "count":
-        counts = np.bincount(off, minlength=rows * cols).astype(float)
-        grid[counts > 0] = counts[counts > 0]
-    elif len(off):
-        val = rec[by].astype(np.int64)
-        lo = np.full(rows * cols, np.iinfo(np.int64).max)
-        hi = np.full(rows * cols, np.iinfo(np.int64).min)
-        np.minimum.at(lo, off, val)
-        np.maximum.at(hi, off, val)
-        hit = hi >= lo
-        grid[hit] = np.where(lo[hit] == hi[hit], lo[hit], -1)
-    return grid.reshape(rows, cols)
-
-
 def _n(count: int, noun: str) -> str:
     """'1 sector', '4 sectors'."""
     return f"{count} {noun}" + ("" if count == 1 else ("es" if noun.endswith("s") else "s"))
 
 
-def _sector_mask(trace, array, shape, selected, itemsize):
-    """Cells of ``array`` that lie in a 32-byte sector one of the ``selected`` rows touched."""
-    import numpy as np
-
-    rows_all = trace[_select(trace, array)]
-    base = int(rows_all["addr"][0] - rows_all["offset"][0] * itemsize)
-    touched = np.unique(selected["addr"] // SECTOR_BYTES)
-    cells = base + np.arange(int(shape[0]) * int(shape[1]), dtype=np.int64) * itemsize
-    return np.isin(cells // SECTOR_BYTES, touched).reshape(shape), len(touched)
-
 
 def access_map(trace, array, shape, *, by="lane", kind="r", space=None, warp=None,
                request=None, line=None, tid=None, sectors=None, annotate=None, itemsize=4,
                ax=None, title=None, label=None, window=None, vmax=None, categorical=False):
-    """Draw :func:`access_grid` as an image: colour = ``by`` of the accessing thread (grey:
+    """Draw :func:`kernellab.sim.trace.access_grid` as an image: colour = ``by`` of the accessing thread (grey:
     several different ones; white: untouched). Returns the Figure.
 
     ``sectors`` (default: on when ``request`` is given) shades the cells that share a 32-byte
@@ -283,7 +202,7 @@ def access_map(trace, array, shape, *, by="lane", kind="r", space=None, warp=Non
     ``window``: ``((row0, row1), (col0, col1))`` draws only that part (axis labels stay the
     array's indices). ``vmax``: top of the colour scale (to share one scale between panels).
     ``categorical``: one distinct colour per value present (for a few threads). Filters as in
-    :func:`access_grid`. The (windowed) grid drawn is
+    :func:`kernellab.sim.trace.access_grid`. The (windowed) grid drawn is
     ``ax.images[0].get_array()``.
     """
     import numpy as np
@@ -291,12 +210,14 @@ def access_map(trace, array, shape, *, by="lane", kind="r", space=None, warp=Non
     plt = _plt()
     from matplotlib.colors import ListedColormap
 
+    from kernellab.sim.trace import access_grid, sector_mask, select
+
     grid = access_grid(trace, array, shape, by=by, kind=kind, space=space, warp=warp,
                        request=request, line=line, tid=tid)
     if ax is None:
         fig, ax = plt.subplots(figsize=(5, 5 * min(2.0, max(0.3, shape[0] / shape[1]))))
     fig = ax.figure
-    sel = trace[_select(trace, array, kind=kind, space=space, warp=warp, request=request,
+    sel = trace[select(trace, array, kind=kind, space=space, warp=warp, request=request,
                         line=line, tid=tid)]
     (r0, r1), (c0, c1) = window if window is not None else ((0, shape[0]), (0, shape[1]))
     extent = (c0 - 0.5, c1 - 0.5, r1 - 0.5, r0 - 0.5)
@@ -327,7 +248,7 @@ def access_map(trace, array, shape, *, by="lane", kind="r", space=None, warp=Non
     if sectors is None:
         sectors = request is not None
     if sectors and len(sel):
-        smask, nsec = _sector_mask(trace, array, shape, sel, itemsize)
+        smask, nsec = sector_mask(trace, array, shape, sel, itemsize)
         moved = np.where(smask & np.isnan(grid), 1.0, np.nan)[r0:r1, c0:c1]
         ax.imshow(np.ma.masked_invalid(moved), cmap=ListedColormap(["#f4a261"]), vmin=0,
                   vmax=1, interpolation="nearest", aspect="auto", extent=extent, zorder=1)
@@ -357,41 +278,17 @@ def access_map(trace, array, shape, *, by="lane", kind="r", space=None, warp=Non
     return fig
 
 
-def bank_counts(trace, *, array=None, kind=None, line=None, warp=None, itemsize=4):
-    """Per-bank load of each shared-memory warp request in a sim trace.
-
-    Returns ``(requests, warps, counts)``: request ids in issue order, the warp of each, and an
-    int array ``(n_requests, 32)`` of the *distinct* 4-byte words each request touches in each
-    bank. A request needs ``counts.max(axis=1)`` wavefronts (one pass through the banks per
-    word that shares a bank with another; a word read by many lanes is a broadcast, counted
-    once), the rule of the CUDA C++ Programming Guide for compute capability 5.x and later.
-    """
-    import numpy as np
-
-    sel = trace[_select(trace, array, kind=kind, space="s", line=line, warp=warp)]
-    ids, first, inv = np.unique(sel["request"], return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")          # issue order
-    rank = np.empty(len(ids), np.int64)
-    rank[order] = np.arange(len(ids))
-    nwords = max(1, int(itemsize) // BANK_BYTES)
-    row = np.repeat(rank[inv], nwords)
-    word = (sel["addr"][:, None] // BANK_BYTES + np.arange(nwords)[None, :]).ravel()
-    pairs = np.unique(np.stack([row, word]), axis=1)  # distinct (request, word)
-    counts = np.zeros((len(ids), BANKS), np.int64)
-    np.add.at(counts, (pairs[0], pairs[1] % BANKS), 1)
-    warps = sel["warp"][first[order]].astype(np.int64)
-    return ids[order].astype(np.int64), warps, counts
-
-
 def bank_heatmap(trace, *, array=None, kind="r", line=None, warp=None, itemsize=4, ax=None,
                  title=None, vmax=None):
-    """Heat map of :func:`bank_counts`: one row per shared-memory warp request, one column per
+    """Heat map of :func:`kernellab.sim.trace.bank_counts`: one row per shared-memory warp request, one column per
     bank, colour = distinct words that request touches in that bank (1 everywhere: no
     conflict; a column of 32: a 32-way conflict). Returns the Figure; the title gives the
     wavefronts (sum over requests of the row maxima) against the requests. ``vmax``: top of
     the colour scale (default: the largest count, at least 2). The counts drawn are
     ``ax.images[0].get_array()`` (0 shown blank)."""
     import numpy as np
+
+    from kernellab.sim.trace import BANKS, bank_counts
 
     plt = _plt()
     reqs, warps, counts = bank_counts(trace, array=array, kind=kind, line=line, warp=warp,

@@ -16,6 +16,7 @@ import pytest  # noqa: E402
 
 import kernellab  # noqa: E402  (selects the gpu/sim tier before numba.cuda is imported)
 from kernellab import plots  # noqa: E402
+from kernellab.sim import trace  # noqa: E402
 
 pytestmark = pytest.mark.skipif(kernellab.TIER != "sim",
                                 reason="traces exist only on the sim tier")
@@ -90,17 +91,17 @@ def test_access_grid_is_the_thread_that_read_each_element(kernels):
     dst = np.zeros((by, bx), np.float32)
     st = run(kernels["transposed_read"], (bx, by), src, dst)
     assert np.array_equal(dst, src.T)
-    grid = plots.access_grid(st.trace, "src", src.shape, by="tid")
+    grid = trace.access_grid(st.trace, "src", src.shape, by="tid")
     r, c = np.indices(src.shape)
     assert np.array_equal(grid, c * bx + r)          # tid = tx + ty * bx with tx = r, ty = c
-    assert np.array_equal(plots.access_grid(st.trace, "src", src.shape, by="lane"), c * bx + r)
-    assert np.array_equal(plots.access_grid(st.trace, "src", src.shape, by="count"),
+    assert np.array_equal(trace.access_grid(st.trace, "src", src.shape, by="lane"), c * bx + r)
+    assert np.array_equal(trace.access_grid(st.trace, "src", src.shape, by="count"),
                           np.ones(src.shape))
     # writes: dst[ty, tx] by thread tx + ty * bx, i.e. the linear id in row-major order
-    wgrid = plots.access_grid(st.trace, "dst", dst.shape, by="tid", kind="w")
+    wgrid = trace.access_grid(st.trace, "dst", dst.shape, by="tid", kind="w")
     assert np.array_equal(wgrid, np.arange(dst.size).reshape(dst.shape))
     # no reads of dst, no writes of src: all NaN
-    assert np.isnan(plots.access_grid(st.trace, "dst", dst.shape, kind="r")).all()
+    assert np.isnan(trace.access_grid(st.trace, "dst", dst.shape, kind="r")).all()
     # the picture shows exactly that grid
     fig = plots.access_map(st.trace, "src", src.shape, by="tid")
     shown = fig.axes[0].images[0].get_array()
@@ -111,18 +112,18 @@ def test_access_grid_marks_several_readers_and_untouched_cells(kernels):
     src = np.arange(12, dtype=np.float32).reshape(3, 4)
     dst = np.zeros((1, 32), np.float32)
     st = run(kernels["broadcast_read"], (32, 1), src, dst)
-    lanes = plots.access_grid(st.trace, "src", src.shape, by="lane")
+    lanes = trace.access_grid(st.trace, "src", src.shape, by="lane")
     assert lanes[0, 0] == -1                        # 32 different lanes read it
     assert np.isnan(lanes.ravel()[1:]).all()        # nobody read the rest
-    assert plots.access_grid(st.trace, "src", src.shape, by="warp")[0, 0] == 0
-    assert plots.access_grid(st.trace, "src", src.shape, by="count")[0, 0] == 32
+    assert trace.access_grid(st.trace, "src", src.shape, by="warp")[0, 0] == 0
+    assert trace.access_grid(st.trace, "src", src.shape, by="count")[0, 0] == 32
     # filters: one thread
-    one = plots.access_grid(st.trace, "src", src.shape, by="tid", tid=5)
+    one = trace.access_grid(st.trace, "src", src.shape, by="tid", tid=5)
     assert one[0, 0] == 5
     with pytest.raises(ValueError, match="by must be"):
-        plots.access_grid(st.trace, "src", src.shape, by="colour")
+        trace.access_grid(st.trace, "src", src.shape, by="colour")
     with pytest.raises(ValueError, match="do not fit"):
-        plots.access_grid(st.trace, "dst", (1, 8), kind="w")
+        trace.access_grid(st.trace, "dst", (1, 8), kind="w")
 
 
 def test_one_request_and_its_sectors(kernels):
@@ -130,11 +131,11 @@ def test_one_request_and_its_sectors(kernels):
     src = np.zeros((rows, cols), np.float32)
     dst = np.zeros((2, 32), np.float32)
     st = run(kernels["column_read"], (32, 2), src, dst)
-    reqs = plots.trace_requests(st.trace, "src")
+    reqs = trace.trace_requests(st.trace, "src")
     assert len(reqs) == 2                  # one load request per warp
-    first = plots.trace_requests(st.trace, "src", warp=0)
+    first = trace.trace_requests(st.trace, "src", warp=0)
     assert first == reqs[:1]
-    grid = plots.access_grid(st.trace, "src", src.shape, by="lane", request=first[0])
+    grid = trace.access_grid(st.trace, "src", src.shape, by="lane", request=first[0])
     expected = np.full(src.shape, np.nan)
     expected[:, 0] = np.arange(32)         # warp 0 reads column 0, lane t row t
     assert np.array_equal(grid, expected, equal_nan=True)
@@ -174,7 +175,7 @@ def test_bank_counts_conflict_and_padding(kernels):
         y = np.zeros_like(x)
         st = run(kernels[name], (32, 32), x, y)
         assert np.array_equal(y, x.T)
-        reqs, warps, counts = plots.bank_counts(st.trace, kind="r")
+        reqs, warps, counts = trace.bank_counts(st.trace, kind="r")
         assert len(reqs) == st.counters["shared_load_requests"] == 32
         assert np.array_equal(warps, np.arange(32))
         assert (counts.sum(axis=1) == 32).all()      # 32 distinct words per request
@@ -184,7 +185,7 @@ def test_bank_counts_conflict_and_padding(kernels):
             # warp w reads column w: every word in bank w
             assert np.array_equal(np.argmax(counts, axis=1), np.arange(32))
         # stores are rows: one word per bank
-        _, _, wcounts = plots.bank_counts(st.trace, kind="w")
+        _, _, wcounts = trace.bank_counts(st.trace, kind="w")
         assert (wcounts == 1).all()
         assert wcounts.max(axis=1).sum() == st.counters["shared_store_wavefronts"]
         fig = plots.bank_heatmap(st.trace, kind="r")
@@ -204,16 +205,16 @@ def test_bank_counts_eight_byte_words():
     tr["offset"] = np.arange(32)
     tr["addr"] = 8 * np.arange(32)
     tr["request"] = 7
-    reqs, warps, counts = plots.bank_counts(tr, itemsize=8)
+    reqs, warps, counts = trace.bank_counts(tr, itemsize=8)
     assert reqs.tolist() == [7] and warps.tolist() == [0]
     assert (counts == 2).all()          # 64 words over 32 banks: two passes
-    _, _, as_float = plots.bank_counts(tr, itemsize=4)
+    _, _, as_float = trace.bank_counts(tr, itemsize=4)
     assert counts.sum() == 64 and as_float.sum() == 32
 
 
 def test_no_trace_is_a_clear_error():
     with pytest.raises(ValueError, match="trace=True"):
-        plots.access_grid(None, "A", (2, 2))
+        trace.access_grid(None, "A", (2, 2))
 
 
 def test_roofline_levels_roofs_and_points():

@@ -40,7 +40,7 @@ max|row| / 127 in float32 and S = 1 for an all-zero row):
      (:func:`reference_kernels.quant.predicted_sqnr_db`) less :data:`SQNR_MARGIN_DB` = 3 dB (twice
      the predicted noise power). Measured: per-token 41.2 dB (predicted 41.2) and 19.9-20.6 dB
      with the outlier (predicted 19.9-20.5; the anchor of
-     :data:`kernellab.quant_study.REFERENCE_SQNR_DB` 19.7); one scale for all tokens 39-40 dB and
+     :data:`kernellab.topics.quant_study.REFERENCE_SQNR_DB` 19.7); one scale for all tokens 39-40 dB and
      11.2-11.9 dB (anchor 10.9): the outlier case fails it. Only for layers of at least
      SQNR_MIN_OUTPUTS = 1024 outputs: the prediction is an average (the pipeline rule holds
      everywhere).

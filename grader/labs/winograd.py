@@ -19,7 +19,7 @@ Correctness: every case against the float64 golden convolution of the same input
   below ``e_direct`` once C is more than a few (measured in chapter 4);
 * the floor, ``gamma_11 B_wino`` with ``gamma_n = n u / (1 - n u)``, u = 2^-24 (Higham 2002,
   §3.1): B_wino = |A^T|[sum_c (|G||g||G^T|) ⊙ (|B^T||d||B|)]|A| per output
-  (:func:`kernellab.winograd.abs_bound`), and 11 the roundings outside the channel sum on the
+  (:func:`kernellab.topics.winograd.abs_bound`), and 11 the roundings outside the channel sum on the
   longest path through F(2x2, 3x3) with Lavin & Gray's matrices: G g and (G g) G^T 2 + 2
   (three-term sums; the halving is exact), B^T d and (B^T d) B 1 + 1, the product 1, A^T M and
   (A^T M) A 2 + 2. A worst-case bound of the transform stages, not a fit: it is needed because
@@ -67,7 +67,7 @@ from grader.labs._repeat import change_inputs, repeat_case, stale_note
 from grader.spec import (Case, CaseData, HiddenCases, LabSpec, RuleResult, Whole,
                          hidden_case_error, parse_hidden_case)
 from kernellab.numerics import MeasuredBaseline, compare, unit_roundoff
-from kernellab.winograd import abs_bound
+from kernellab.topics.winograd import abs_bound
 from reference_kernels.conv import conv2d_direct_rounded, conv2d_flops, conv2d_golden
 
 KAPPA = 2.0
@@ -145,7 +145,7 @@ class Winograd(LabSpec):
         if 4 * (n * c * h * w + k * c * 9 + n * k * h * w) > MAX_CASE_BYTES:
             raise hidden_case_error(i, f"X, W and Y together must fit in "
                                        f"{MAX_CASE_BYTES >> 20} MiB")
-        # the grader's own check (kernellab.winograd.abs_bound) holds float64 transformed
+        # the grader's own check (kernellab.topics.winograd.abs_bound) holds float64 transformed
         # tiles: 16 values per tile and input or output channel
         tiles = n * -(-h // 2) * -(-w // 2)
         if 8 * 16 * tiles * (c + k) > MAX_CHECK_BYTES:

@@ -28,7 +28,7 @@ Versions (what each one changes; effective GFLOP/s = direct-convolution FLOPs / 
     v4 Winograd 4x4    the same pipeline with F(4x4, 3x3): 6x6 tiles, 36 GEMMs, 36 instead of
                        144 multiplications (4x), larger transforms (entries up to 8 and 1/24).
 
-The transforms come from :func:`kernellab.winograd.transforms` (Cook–Toom, exact rationals,
+The transforms come from :func:`kernellab.topics.winograd.transforms` (Cook–Toom, exact rationals,
 checked symbolically), each entry rounded once to float32; the Winograd stages apply them as sparse rows
 (only the non-zero entries), so the generic code costs what hand-written F(2x2, 3x3) code does
 up to the multiplications by +-1.
@@ -51,7 +51,7 @@ import numpy as np
 from numba import njit
 
 from kernellab.kernels.gemm_cpu import gemm_v3
-from kernellab.winograd import transforms
+from kernellab.topics.winograd import transforms
 from reference_kernels.conv import conv2d_direct, conv2d_flops
 
 __all__ = ["conv_v1", "conv_v2", "conv_v3", "conv_v4", "LADDER", "winograd", "winograd_stages",
@@ -400,8 +400,8 @@ def apply_rounded(M, src, axis: int, dtype):
     dtype) x row over M's non-zero entries, every product and sum rounded to ``dtype`` (numpy
     float16/float32 arithmetic rounds each operation); coefficients +-1 cost no product.
     ``dtype``: anything ``np.dtype`` accepts; coefficients are rounded as
-    :func:`kernellab.winograd.as_array` rounds them."""
-    from kernellab.winograd import as_array
+    :func:`kernellab.topics.winograd.as_array` rounds them."""
+    from kernellab.topics.winograd import as_array
 
     dtype = np.dtype(dtype)
     src = np.moveaxis(src, axis, 0)
@@ -422,8 +422,8 @@ def winograd_reference(X, Wt, m: int = 2, dtype=np.float32, points=None) -> np.n
     """F(m x m, 3 x 3) with every operation rounded to ``dtype``: transforms as left-to-right
     sums of the exact matrices' non-zero entries (each coefficient rounded to ``dtype``), the
     channel sum sequential over c. ``points``: the finite interpolation points (default: the
-    standard ones, :data:`kernellab.winograd.POINTS`). Returns (N, K, H, W) of ``dtype``."""
-    from kernellab.winograd import cook_toom
+    standard ones, :data:`kernellab.topics.winograd.POINTS`). Returns (N, K, H, W) of ``dtype``."""
+    from kernellab.topics.winograd import cook_toom
 
     t = transforms(m, 3) if points is None else cook_toom(m, 3, points)
     return _winograd_rounded(X, Wt, t, np.dtype(dtype))
@@ -434,7 +434,7 @@ def winograd_rounding_depth(m: int, C: int) -> int:
     bound): the filter transform's two sums of at most 3 terms, the input transform's two of at
     most alpha, the product, the channel sum of C, the output transform's two of at most alpha:
     C + 4 alpha + 7 with alpha = m + 2. The K of a K-aware bound
-    (:class:`kernellab.numerics.KAware`) with :func:`kernellab.winograd.abs_bound` as its |A||B|."""
+    (:class:`kernellab.numerics.KAware`) with :func:`kernellab.topics.winograd.abs_bound` as its |A||B|."""
     return C + 4 * (m + 2) + 7
 
 

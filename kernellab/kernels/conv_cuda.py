@@ -35,7 +35,7 @@ ceil(W/2) tiles of 2x2 outputs)::
                      traffic that the direct kernel does not have.
 
 The F(2, 3) arithmetic in the kernels is written out (additions, subtractions and halves), as
-production kernels do; it is that of :func:`kernellab.winograd.transforms` ``(2)`` (points 0,
+production kernels do; it is that of :func:`kernellab.topics.winograd.transforms` ``(2)`` (points 0,
 1, -1; infinity), checked symbolically there, and these kernels against
 :func:`reference_kernels.conv.conv2d_golden` in ``tests/test_conv_cuda.py``::
 

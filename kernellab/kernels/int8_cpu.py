@@ -3,7 +3,7 @@
 Every version has the signature ``gemm_vN(A, B, C)``: ``A`` (M, K) int8, ``B`` (K, N) int8,
 ``C`` (M, N) int32, written in place (previous contents never read; returns None); ``A`` and
 ``B`` are not modified. Results are exact whenever the true product fits int32 — always for
-K <= :func:`kernellab.quant.int32_safe_k` () = 131071 — whether a version accumulates in
+K <= :func:`kernellab.topics.quant.int32_safe_k` () = 131071 — whether a version accumulates in
 int32 (two's-complement, modular: the true sum is the only int32 congruent to it) or, where
 Numba types the product of two int32 scalars as int64, in int64 (exact outright).
 The wrapper raises ``ValueError`` for non-2-D arrays, mismatched shapes, dtypes other than
@@ -26,7 +26,7 @@ Versions::
                     pairs multiplied and added into int32 lanes: two products per lane).
     v4 u8 x s8      A shifted to unsigned, a + 128 (a zero point of 128), so the products are
                     uint8 x int8 — the operand types of AVX-512 VNNI's vpdpbusd — and the
-                    cross term 128 * sum_k B[k, j] (kernellab.quant.cross_terms) subtracted
+                    cross term 128 * sum_k B[k, j] (kernellab.topics.quant.cross_terms) subtracted
                     at the end. The u8 x s8 partial sums can exceed int32 where the s8 x s8 sum
                     does not; modular int32 arithmetic makes the final difference exact anyway.
 

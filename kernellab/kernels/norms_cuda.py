@@ -3,7 +3,7 @@
 Kernels are ordinary numba-cuda code (``@cuda.jit``): on a real GPU (the ``gpu`` tier) they
 compile to PTX and run there; without one (the ``sim`` tier) they run unchanged in the CUDA
 simulator that ``import kernellab`` selects. Golden references: ``reference_kernels.norms``; the
-CPU walk-through of the statistics: ``kernellab.welford``.
+CPU walk-through of the statistics: ``kernellab.topics.welford``.
 
 What they compute, over the last axis of X (R rows of length N)::
 
@@ -44,7 +44,7 @@ N works, and threads past the end of a short row simply get no element.
 
    Unlike ``E[x^2] - E[x]^2`` this never subtracts two numbers of size mean^2, so a row with mean
    1e4 and std 1 keeps its variance to ~1e-4 relative in float32, where the naive formula returns
-   noise or a negative number (``kernellab.welford.cancellation_demo``).
+   noise or a negative number (``kernellab.topics.welford.cancellation_demo``).
 2. **Per warp**, a shuffle tree over the triple ``(n, mean, M2)``: for ``off = 16, 8, 4, 2, 1``
    each lane fetches lane ``lane + off``'s triple with three ``shfl_down_sync`` and merges it with
    Chan, Golub & LeVeque's rule (1979; Am. Stat. 37(3), 1983)::

@@ -14,7 +14,7 @@ an integer zero point Z that represents real 0 exactly, r = S (q - Z).
 * **granularity**: per-tensor (one S, Z), per-channel (weights W (N_out, K): one per output
   channel, a row) and per-token (activations X (M, K): one per row). Both factor out of the
   GEMM's sum over K; a per-*input*-channel activation scale does not (which is why SmoothQuant
-  exists: :mod:`kernellab.quant_study`);
+  exists: :mod:`kernellab.topics.quant_study`);
 * **calibration**: min-max, or percentile (clip the range at the p-th percentile of |x|, or of
   x at p and 100 - p; Wu, Judd, Zhang, Isaev & Micikevicius, "Integer Quantization for Deep
   Learning Inference: Principles and Empirical Evaluation", arXiv:2004.09602, §4.1).

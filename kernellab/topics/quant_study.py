@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernellab.quant import cosine_similarity, int_gemm_exact, quantize
+from kernellab.topics.quant import cosine_similarity, int_gemm_exact, quantize
 from reference_kernels.quant import OUTLIER_FACTOR as _OUTLIER_FACTOR
 from reference_kernels.quant import linear_golden, sqnr_db
 
@@ -63,7 +63,7 @@ def layer_data(M: int = 256, K: int = 4096, N: int = 512, *, outlier_factor: flo
 def w8a8_linear(X: np.ndarray, W: np.ndarray, x_granularity: str = "tensor") -> np.ndarray:
     """Y ~= X W^T through int8: W symmetric per output channel, X symmetric per tensor
     (``"tensor"``) or per token (``"token"``); the int8 GEMM exact
-    (:func:`kernellab.quant.int_gemm_exact`), then scaled by S_x[m] S_w[n] in float64 (the same
+    (:func:`kernellab.topics.quant.int_gemm_exact`), then scaled by S_x[m] S_w[n] in float64 (the same
     arithmetic as :func:`reference_kernels.quant.dequantize_linear_golden`). X (M, K), W
     (N, K) float32; returns float64 (M, N)."""
     xq = quantize(X, granularity=x_granularity)

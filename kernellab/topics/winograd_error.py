@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernellab.kernels.conv_cpu import apply_rounded, winograd_reference
-from kernellab.winograd import ALT_POINTS, POINTS, cook_toom
+from kernellab.topics.winograd import ALT_POINTS, POINTS, cook_toom
 from reference_kernels.conv import conv2d_direct_rounded, conv2d_golden
 
 __all__ = ["REFERENCE_1D_RATIOS", "TILES", "DTYPES", "error_1d", "error_2d", "study",
@@ -55,7 +55,7 @@ def error_1d(m: int, dtype="float32", points=None, trials: int = 2000, seed: int
     to ``dtype``; output y (m,) by Winograd and by the direct sum y_i = g_0 d_i + g_1 d_{i+1} +
     g_2 d_{i+2}, both with every operation rounded to ``dtype``, against the float64 result.
     Errors are normalised by max|d| max|g| of their trial. ``points``: finite interpolation
-    points (default :data:`kernellab.winograd.POINTS`).
+    points (default :data:`kernellab.topics.winograd.POINTS`).
 
     Returns {"m", "dtype", "winograd_max", "winograd_mean", "direct_max", "direct_mean",
     "ratio_mean" (winograd_mean / direct_mean), "ratio_max"}.
@@ -119,7 +119,7 @@ def error_2d(m: int, dtype="float32", points=None, *, N: int = 1, C: int = 16, K
 
 def study(*, seed: int = 0, **layer) -> list[dict]:
     """:func:`error_2d` for every m in :data:`TILES`, standard and alternative points
-    (:data:`kernellab.winograd.ALT_POINTS`), every dtype in :data:`DTYPES`, on the same layer
+    (:data:`kernellab.topics.winograd.ALT_POINTS`), every dtype in :data:`DTYPES`, on the same layer
     (``layer``: N, C, K, H, W). Rows in that order."""
     rows = []
     for dt in DTYPES:

@@ -5,7 +5,7 @@ checkout; the first code cell of chapter 1 runs in a Jupyter kernel (nbclient, a
 would); one lab's solution is graded, correctness only, and must pass. Exit 0 when all pass,
 1 otherwise (the verdict names the step and the reason).
 
-Run it as ``python -m kernellab.smoke`` from the course checkout.
+Run it as ``python -m grader.smoke`` from the course checkout.
 """
 
 from __future__ import annotations

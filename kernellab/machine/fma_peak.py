@@ -1,6 +1,6 @@
 """The FMA-throughput microbenchmark behind :func:`kernellab.machine.measured_peak`.
 
-Run as ``python -m kernellab.fma_peak`` (what ``measured_peak`` does, in a subprocess, so that
+Run as ``python -m kernellab.machine.fma_peak`` (what ``measured_peak`` does, in a subprocess, so that
 the caller's process keeps its own Numba code-generation profile); prints one JSON object.
 
 Kernel: ``CHAINS`` independent accumulator rows of ``x`` (shape (CHAINS, n)), each element

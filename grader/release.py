@@ -2,7 +2,7 @@
 source).
 
 Each ``solutions/NN_topic.ipynb`` becomes ``labs/NN_topic.ipynb`` with every solution block
-replaced by a ``NotImplementedError`` stub and all outputs cleared (:mod:`kernellab.notebook`).
+replaced by a ``NotImplementedError`` stub and all outputs cleared (:mod:`grader.notebook`).
 ``--check`` writes nothing and exits non-zero when a lab is missing, stale or extra.
 
 A lab is never overwritten when it was edited by hand (a student who filled it in place):
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import nbformat
 
-from kernellab import notebook
+from grader import notebook
 
 META_KEY = "kernellab"
 HASH_KEY = "released_sha256"

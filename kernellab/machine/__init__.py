@@ -5,7 +5,7 @@ copy bandwidth and BLAS GEMM rate — the numbers a roofline (Williams, Waterman
 Two peaks:
 
 * **measured peak** (:func:`measured_peak`): the best FMA throughput of a calibrated
-  microbenchmark (:mod:`kernellab.fma_peak`: independent FMA chains at the widest vector width
+  microbenchmark (:mod:`kernellab.machine.fma_peak`: independent FMA chains at the widest vector width
   the JIT emits, one core and all cores, fp32 and fp64), cached per machine and software
   version. This is the figure every "faster than the machine" limit and every "% of peak" uses.
 * **nominal peak** (:meth:`CPUInfo.peak_flops`): cores x FMA units x SIMD lanes x 2 (an FMA is
@@ -201,7 +201,7 @@ PEAK_MAX_TRIES = 3
 
 @dataclass(frozen=True)
 class MeasuredPeak:
-    """FMA peak FLOP/s as measured by :mod:`kernellab.fma_peak`: ``one_core`` and ``all_cores``
+    """FMA peak FLOP/s as measured by :mod:`kernellab.machine.fma_peak`: ``one_core`` and ``all_cores``
     (``threads`` threads) per dtype name (``"float32"``, ``"float64"``), ``vector_bits`` the
     widest FMA register width in the kernel's assembly (None if not x86), ``quiet`` False when
     every measurement so far ran on a busy machine, ``source`` the cache file."""
@@ -277,11 +277,11 @@ def _run_microbenchmark(info: CPUInfo) -> dict:
 
     env = codegen.env("fast_gemm")
     env["NUMBA_NUM_THREADS"] = str(info.cores)
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     busy0, total0 = _busy_jiffies()
     own0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = subprocess.run([sys.executable, "-m", "kernellab.fma_peak", str(info.cores)],
+    r = subprocess.run([sys.executable, "-m", "kernellab.machine.fma_peak", str(info.cores)],
                        capture_output=True, text=True, env=env, cwd=root, timeout=300)
     own1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy1, total1 = _busy_jiffies()
