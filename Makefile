@@ -41,10 +41,10 @@ lab: $(STAMP) $(LAB_SETTINGS)
 	$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(LAB_PORT) $(ROOT_FLAG) \
 	    --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/START_HERE.md $(LAB_ARGS)
 
-# The smoke run (kernellab/smoke.py): installed and importable, chapter 1's first cell in a
+# The smoke run (grader/smoke.py): installed and importable, chapter 1's first cell in a
 # Jupyter kernel, one lab's solution graded; one line of verdict, non-zero on failure.
 check: $(STAMP)
-	@$(PY) -m kernellab.smoke
+	@$(PY) -m grader.smoke
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist), one test file per worker at a time
 # (--dist loadfile keeps a notebook's cells, and a file's module fixtures, in one process).

@@ -52,7 +52,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import numpy as np
 
-    from kernellab import machine, numerics, threads, timing, winograd
+    from kernellab import machine, numerics, threads, timing
+    from kernellab.topics import winograd
     from kernellab.kernels import conv_cpu
     from reference_kernels.conv import conv2d_abs, conv2d_flops, conv2d_golden
 

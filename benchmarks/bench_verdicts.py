@@ -53,7 +53,7 @@ def run_lab(lab_id: str, gradings: int) -> dict:
     from grader.labs import get_spec_class
     from grader.report import Report
     from grader.runner import _Session, _store_submission
-    from kernellab import notebook
+    from grader import notebook
 
     spec = get_spec_class(lab_id)()
     solution = ROOT / "solutions" / spec.notebook

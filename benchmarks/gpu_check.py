@@ -88,7 +88,7 @@ def _no_gpu_reason() -> str | None:
 
 def load_solution(path: Path) -> types.ModuleType:
     """The solution cells of a lab notebook (or a .py) as a module, as the grader runs them."""
-    from kernellab import notebook
+    from grader import notebook
 
     source = notebook.submission_source(path)
     mod = types.ModuleType(f"solution_{path.stem}")

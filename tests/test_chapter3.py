@@ -3,7 +3,7 @@ make that no other test checks.
 
 * The precision plot: the chapter draws ``summation.measure(CHAPTER_NS, seed=CHAPTER_SEED)``
   with ``summation.plot_errors``; every measured error it shows sits under the Higham bound it
-  draws at the same n. The arguments come from ``kernellab.summation`` (not a copy of them),
+  draws at the same n. The arguments come from ``kernellab.topics.summation`` (not a copy of them),
   and the notebook is checked to make that very call.
 
 The house rules (no outputs, no typed or quoted measured figures): tests/test_notebook_rules.py.
@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 
 import notebook_rules as rules  # noqa: E402
 
-from kernellab import summation as S  # noqa: E402
+from kernellab.topics import summation as S  # noqa: E402
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "chapters" / "03_reductions_softmax_norms.ipynb"
 #: the call the chapter's precision plot makes (a change here must be a change there)

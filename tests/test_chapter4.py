@@ -28,7 +28,7 @@ import pytest  # noqa: E402
 
 import kernellab  # noqa: E402
 
-from kernellab import winograd_error as WE  # noqa: E402
+from kernellab.topics import winograd_error as WE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "chapters" / "04_winograd.ipynb"
@@ -101,7 +101,7 @@ def test_1d_ratios_rise_with_m_and_sit_near_the_anchors(dtype):
 
 
 def test_winograd_magnitude_term_grows_with_the_tile():
-    from kernellab import winograd
+    from kernellab.topics import winograd
     from reference_kernels.conv import conv2d_abs
 
     rng = np.random.default_rng(0)

@@ -33,8 +33,8 @@ import notebook_rules as rules  # noqa: E402
 import pytest  # noqa: E402
 
 import kernellab  # noqa: E402
-from kernellab import attention_backward as AB  # noqa: E402
-from kernellab import attention_io as AIO  # noqa: E402
+from kernellab.topics import attention_backward as AB  # noqa: E402
+from kernellab.topics import attention_io as AIO  # noqa: E402
 from kernellab import numerics  # noqa: E402
 from kernellab.kernels import attention_cuda as ac  # noqa: E402
 from reference_kernels.attention import attention_golden  # noqa: E402

@@ -28,7 +28,7 @@ import pytest
 
 import kernellab  # noqa: F401
 
-from kernellab import quant_study as QS
+from kernellab.topics import quant_study as QS
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "chapters" / "06_int8_quantization.ipynb"

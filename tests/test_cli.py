@@ -124,7 +124,7 @@ def test_a_closed_pipe_ends_quietly():
 
 
 def test_make_check_names_the_step_that_failed(monkeypatch, capsys):
-    from kernellab import smoke
+    from grader import smoke
 
     monkeypatch.setattr(smoke, "check_chapter_cell", lambda: "chapter cell ran")  # needs a kernel
     monkeypatch.setattr(grader.runner, "grade", lambda lab, sub, **kw: Report.start(

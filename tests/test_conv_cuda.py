@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import kernellab
-from kernellab import numerics, winograd
+from kernellab import numerics
+from kernellab.topics import winograd
 from kernellab.kernels import conv_cpu
 from kernellab.kernels import conv_cuda as cc
 from reference_kernels.conv import conv2d_abs, conv2d_golden

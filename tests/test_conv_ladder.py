@@ -20,7 +20,7 @@ import pytest
 
 from kernellab import numerics
 from kernellab.kernels import conv_cpu as cc
-from kernellab.winograd import abs_bound
+from kernellab.topics.winograd import abs_bound
 from reference_kernels.conv import conv2d_abs, conv2d_direct_rounded, conv2d_golden
 
 # (N, C, H, W, K): H or W of 1, 2, 3, 5, 7; C = 1; N = 2; tiles that do not divide the image
@@ -174,7 +174,7 @@ def test_fp16_errors_exceed_fp32_errors():
 
 
 def test_points_argument_changes_the_transform_not_the_result():
-    from kernellab.winograd import ALT_POINTS
+    from kernellab.topics.winograd import ALT_POINTS
 
     X, Wt = inputs((1, 2, 6, 6, 2), seed=10)
     ref = conv2d_golden(X, Wt)

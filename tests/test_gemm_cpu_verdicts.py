@@ -24,7 +24,7 @@ from kernellab import codegen
 from grader.labs.gemm_cpu import GemmCPU
 codegen.apply(GemmCPU.codegen)
 from grader.runner import _store_submission
-from kernellab import notebook
+from grader import notebook
 spec, out = GemmCPU(), {}
 for path in sys.argv[1:]:
     sub = _store_submission("gemm-cpu", notebook.submission_source(pathlib.Path(path)))

@@ -29,7 +29,7 @@ from grader.sandbox import Worker, WorkerDied
 from grader.spec import HiddenCases
 from grader.static_check import ALLOWED_SUBMODULES, check_source
 from grader.worker import _describe_exception, _describe_safely
-from kernellab import notebook
+from grader import notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBS = ROOT / "tests" / "submissions" / "gemm_cpu"
@@ -559,7 +559,7 @@ def test_the_grader_calls_the_functions_the_module_defined(tmp_path):
     """A submission that rebinds its own entry point after the first call (to time another
     function than the one graded) is still called through the function it defined: every case
     runs the original."""
-    from kernellab import notebook
+    from grader import notebook
 
     src = notebook.submission_source(ROOT / "solutions" / "01_gemm_cpu.ipynb")
     sub = tmp_path / "rebinds.py"

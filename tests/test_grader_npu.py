@@ -29,7 +29,8 @@ from grader.labs._npu import CARD, ONE_CORE
 from grader.runner import grade
 from grader.spec import HiddenCases
 from grader.static_check import check_source
-from kernellab import notebook, npu
+from grader import notebook
+from kernellab import npu
 from kernellab.npu import asc
 from kernellab.npu.asc import TPosition as P
 from kernellab.npu.launch import content_digest

@@ -18,7 +18,7 @@ from grader import local
 from grader.labs.int8_linear import Int8Linear
 from grader.report import CaseResult
 from grader.runner import _performance_gate, grade
-from kernellab import notebook
+from grader import notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 SOFTMAX = ROOT / "tests" / "submissions" / "softmax_cuda"

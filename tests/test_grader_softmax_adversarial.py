@@ -314,7 +314,7 @@ def test_hidden_case_sizes_must_be_whole_numbers():
 
 
 def test_a_one_by_one_fully_masked_hidden_case_passes_the_solution():
-    from kernellab import notebook
+    from grader import notebook
 
     ns = {"__name__": "submission"}
     sol = ROOT / "solutions" / "03_softmax_cuda.ipynb"

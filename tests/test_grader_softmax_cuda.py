@@ -277,7 +277,7 @@ def test_hidden_cases_are_validated_and_bounded():
 
 # ------------------------------------------------- the gpu-tier code path, on the simulator
 def test_gpu_tier_measurement_runs_on_the_simulator_with_a_wall_clock(tmp_path):
-    from kernellab import notebook
+    from grader import notebook
 
     ns: dict = {}
     exec(compile(notebook.submission_source(SOLUTION), str(SOLUTION), "exec"), ns)

@@ -10,7 +10,7 @@ import pytest
 
 import kernellab
 
-from kernellab import quant as Q
+from kernellab.topics import quant as Q
 from kernellab.kernels import int8_cpu
 from reference_kernels.quant import int_gemm_golden
 

@@ -1,5 +1,5 @@
 """Chapter 3's normalisation layers: the float64 golden references (reference_kernels.norms), the
-CPU Welford / Chan walk-through (kernellab.welford) and the CUDA kernels
+CPU Welford / Chan walk-through (kernellab.topics.welford) and the CUDA kernels
 (kernellab.kernels.norms_cuda) on the sim tier.
 
 Tolerances are derived, not tuned (the derivation is in norms_cuda's docstring,
@@ -27,7 +27,7 @@ import pytest
 
 import kernellab  # noqa: F401  (selects the gpu/sim tier before numba.cuda is imported)
 from kernellab.numerics import compare, unit_roundoff
-from kernellab import welford as wf
+from kernellab.topics import welford as wf
 from reference_kernels.norms import layernorm_golden, layernorm_stats_golden, rmsnorm_golden
 
 U32 = unit_roundoff(np.float32)

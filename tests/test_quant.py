@@ -1,4 +1,4 @@
-"""kernellab.quant and kernellab.quant_study (chapter 6): affine quantisation, the exact integer
+"""kernellab.topics.quant and kernellab.topics.quant_study (chapter 6): affine quantisation, the exact integer
 GEMM and its zero-point cross terms, integer-only requantisation against independent exact
 (Python int / Fraction) arithmetic and against float64, SmoothQuant's equivalence and
 LLM.int8()'s decomposition."""
@@ -12,8 +12,8 @@ import pytest
 
 import kernellab  # noqa: F401
 
-from kernellab import quant as Q
-from kernellab import quant_study as S
+from kernellab.topics import quant as Q
+from kernellab.topics import quant_study as S
 from reference_kernels.quant import (int_gemm_golden, linear_golden, quantize_per_channel_golden,
                                      quantize_per_token_golden, sqnr_db)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from kernellab import notebook
+from grader import notebook
 from kernellab.cli import main
-from kernellab.release import release
+from grader.release import release
 from one_lab_course import write_solution
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,7 +206,7 @@ def test_a_lab_released_before_the_hashes(tmp_path):
 
 
 def test_committed_labs_record_their_cells_hashes():
-    from kernellab.release import CELLS_KEY, HASH_KEY, META_KEY, cell_hash
+    from grader.release import CELLS_KEY, HASH_KEY, META_KEY, cell_hash
 
     for p in sorted((ROOT / "labs").glob("*.ipynb")):
         nb = notebook.read(p)
@@ -258,7 +258,7 @@ def test_deleting_one_of_two_identical_cells_is_a_deletion(tmp_path):
 def test_a_lab_that_lost_its_notebook_list_is_judged_by_its_cells(tmp_path):
     """Notebook metadata stripped (a merge, another tool): each cell's own hash still tells an
     untouched lab from an edited one."""
-    from kernellab.release import CELLS_KEY, META_KEY
+    from grader.release import CELLS_KEY, META_KEY
 
     lab = _course(tmp_path)
     release(tmp_path)

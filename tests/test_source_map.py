@@ -12,7 +12,7 @@ import pytest
 from grader.runner import syntax_error
 from grader.source_map import SourceMap, protect, quote_line, rewrite_for_namespace
 from grader.worker import _describe_exception
-from kernellab import notebook
+from grader import notebook
 
 
 def make_nb(tmp_path: Path) -> Path:

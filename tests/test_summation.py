@@ -12,7 +12,7 @@ import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from kernellab import summation as S  # noqa: E402
+from kernellab.topics import summation as S  # noqa: E402
 
 BF16 = ml_dtypes.bfloat16
 #: the n the chapter's precision plot uses

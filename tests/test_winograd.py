@@ -1,4 +1,4 @@
-"""kernellab.winograd: every transform chapter 4 derives passes the exact (symbolic) check in
+"""kernellab.topics.winograd: every transform chapter 4 derives passes the exact (symbolic) check in
 1-D and 2-D, a wrong one fails it, the construction's argument errors, F(2, 3) against Lavin &
 Gray's published matrices, and the multiplication counts."""
 
@@ -9,7 +9,7 @@ from fractions import Fraction as Fr
 import numpy as np
 import pytest
 
-from kernellab import winograd as W
+from kernellab.topics import winograd as W
 
 ALL = [(m, kind, pts) for m in (2, 4, 6)
        for kind, pts in (("standard", W.POINTS[(m, 3)]), ("alternative", W.ALT_POINTS[(m, 3)]))]

@@ -9,8 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from kernellab import workspace
-from kernellab.release import release
+from grader import workspace
+from grader.release import release
 from one_lab_course import write_solution
 
 ROOT = Path(__file__).resolve().parent.parent
