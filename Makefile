@@ -18,7 +18,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 LAB_PORT ?= 8888
 LAB_ARGS ?=
 
-.PHONY: lab check test bench bench-verdicts bench-sim bench-npu gpu-check release install clean
+.PHONY: lab check lint test bench bench-verdicts bench-sim bench-npu gpu-check release install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,7 +54,12 @@ TEST_WORKERS ?= 2
 
 # One session for the tests and the notebooks (nbval), so that neither waits for the other's
 # last file: the two workers stay busy to the end.
+# ruff (configured in pyproject.toml): the first step of make test, a few seconds
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
 test: $(STAMP)
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env \
 	    -p no:cacheprovider tests solutions chapters
 
