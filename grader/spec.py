@@ -10,6 +10,8 @@ calls the submission on arrays the grader sent and measures timings.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -98,6 +100,11 @@ def _json(v) -> str:
     except (TypeError, ValueError):
         text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def case_seed(base: int, name: str) -> int:
+    """A case's input seed: a hash of the lab's seed and the case's name (stable across runs)."""
+    return int.from_bytes(hashlib.sha256(f"{base}:{name}".encode()).digest()[:4], "little")
 
 
 def hidden_case_error(index: int, message: str) -> ValueError:
@@ -279,7 +286,19 @@ class HiddenCases:
 
 class LabSpec:
     """Base class of a lab's grading spec. Subclasses set the attributes and implement the
-    methods marked "subclass"."""
+    methods marked "subclass".
+
+    A lab is data plus the code only it needs. Cases: :attr:`params` (the hidden-case schema,
+    parsed by :func:`parse_hidden_case`; :attr:`select_by`/:attr:`variants` for labs with
+    several functions), :meth:`visible_params`, :meth:`case_name`, :meth:`case_limits` and
+    :meth:`random_params`; the base :meth:`cases` builds visible, hidden-from-file and
+    random-from-seed cases from them. Arrays: :meth:`case_arrays` (the base :meth:`case_data`
+    changes the entries a :attr:`repeated` case changes, :mod:`grader.labs._repeat`). Check:
+    :meth:`compare` (the base :meth:`check` adds the stale-cache note). Performance:
+    :meth:`planned` (the base :meth:`perf_data_check` words every mismatch), the worker
+    module's ``measure_<tier>`` (base :meth:`measure`) and ``rules_<tier>`` (base
+    :meth:`perf_rules`); :attr:`rules` declares the rules as data (:class:`grader.rules.Rule`).
+    """
 
     lab_id: str = ""
     title: str = ""
@@ -305,9 +324,80 @@ class LabSpec:
     performance_points: int = 40
     max_worker_deaths: int = 3
 
-    # --- subclass ------------------------------------------------------------------------
-    def cases(self, hidden: HiddenCases) -> list[Case]:
+    # --- declarative cases -----------------------------------------------------------------
+    #: the hidden-case schema: parameter -> Whole, Flag or OneOf (:func:`parse_hidden_case`)
+    params: dict = {}
+    #: several functions: the string parameter that names the case's function, and per value
+    #: the function's own parameters (``params`` then holds the shared ones, often none)
+    select_by: str | None = None
+    variants: dict | None = None
+    #: the seed the visible cases' input seeds are hashed from (:func:`case_seed`)
+    visible_seed: int = 0
+    #: how many random hidden cases a secret seed without a case file generates
+    random_count: int = 6
+    #: visible case name -> the inputs its repeat changes (:func:`grader.labs._repeat.repeat_case`:
+    #: called again right after itself with a few entries changed)
+    repeated: dict[str, tuple[str, ...]] = {}
+    #: hash a hidden case's seed from "hidden<i>" instead of its whole name
+    hidden_seed_by_index: bool = False
+    #: the rules as data (:class:`grader.rules.Rule`): the rule builders and the README tables
+    rules: tuple = ()
+    #: the worker-side module (``measure_<tier>`` functions); default: ``<lab package>.measure``
+    measure_module: str = ""
+
+    def visible_params(self) -> list[dict]:
+        """Subclass: the visible cases' parameters, in order."""
         raise NotImplementedError
+
+    def case_name(self, p: dict) -> str:
+        """Subclass: a case's name from its parameters (hidden ones get "hidden<i> " in front)."""
+        raise NotImplementedError
+
+    def case_limits(self, p: dict) -> str | None:
+        """What makes the parsed hidden case ``p`` too big (size caps), in plain words; None
+        when it is within them."""
+        return None
+
+    def random_params(self, rng, i: int) -> dict:
+        """Subclass: random hidden case ``i``'s parameters from the secret seed's ``rng``."""
+        raise NotImplementedError
+
+    def parse_case(self, raw, i: int = 0) -> dict:
+        """Hidden case ``i``'s parameters (:func:`parse_hidden_case`), within
+        :meth:`case_limits`. Raises ValueError "hidden case <i>: ..." in plain words."""
+        if self.select_by is None:
+            q = parse_hidden_case(i, raw, self.params)
+        else:
+            q = parse_hidden_case(i, raw, self.params, by=self.select_by, variants=self.variants)
+        problem = self.case_limits(q)
+        if problem:
+            raise hidden_case_error(i, problem)
+        return q
+
+    def _hidden(self, i: int, p: dict, seed: int) -> Case:
+        name = f"hidden{i} {self.case_name(p)}"
+        key = f"hidden{i}" if self.hidden_seed_by_index else name
+        return Case(name, p, case_seed(seed, key), hidden=True)
+
+    def cases(self, hidden: HiddenCases) -> list[Case]:
+        """The visible cases (each :attr:`repeated` one followed by its repeat), then the
+        hidden cases of the file, or, with a seed and no file cases, :attr:`random_count`
+        random ones."""
+        from grader.labs._repeat import repeat_case
+
+        out = []
+        for p in self.visible_params():
+            name = self.case_name(p)
+            out.append(Case(name, p, case_seed(self.visible_seed, name)))
+            if name in self.repeated:
+                out.append(repeat_case(out[-1], tuple(self.repeated[name])))
+        for i, raw in enumerate(hidden.cases):
+            out.append(self._hidden(i, self.parse_case(raw, i), hidden.seed or 0))
+        if hidden.seed is not None and not hidden.cases:
+            rng = np.random.default_rng(hidden.seed)
+            for i in range(self.random_count):
+                out.append(self._hidden(i, self.random_params(rng, i), hidden.seed))
+        return out
 
     def case_function(self, case: Case) -> str:
         """The required function a case calls: ``case.params["fn"]`` when the lab has several
@@ -316,6 +406,14 @@ class LabSpec:
         return fn if fn in self.functions else next(iter(self.functions))
 
     def case_data(self, case: Case) -> CaseData:
+        """A case's arrays: :meth:`case_arrays`, with the entries a repeat case changes
+        changed (:func:`grader.labs._repeat.change_inputs`)."""
+        from grader.labs._repeat import change_inputs
+
+        return change_inputs(case, self.case_arrays(case))
+
+    def case_arrays(self, case: Case) -> CaseData:
+        """Subclass (or override :meth:`case_data`): a case's arrays from its seed."""
         raise NotImplementedError
 
     def warmup_data(self) -> list[tuple[str, CaseData]]:
@@ -323,22 +421,66 @@ class LabSpec:
         raise NotImplementedError
 
     def check(self, case: Case, data: CaseData, outputs: dict[str, np.ndarray]):
-        """Compare the outputs with the golden reference (grader side). Returns a
+        """Compare the outputs with the golden reference (grader side): :meth:`compare`, with
+        the note of :func:`grader.labs._repeat.stale_note` on a failed repeat case. Returns a
         :class:`kernellab.numerics.Comparison`."""
+        from grader.labs._repeat import stale_note
+
+        return stale_note(self, case, data, outputs, self.compare(case, data, outputs))
+
+    def compare(self, case: Case, data: CaseData, outputs: dict[str, np.ndarray]):
+        """Subclass (or override :meth:`check`): the outputs against the golden reference."""
         raise NotImplementedError
 
     def perf_plan(self) -> dict:
         """Parameters for the worker's performance measurement (JSON-serialisable)."""
         raise NotImplementedError
 
+    def perf_tier(self, measured: dict | None = None) -> str:
+        """The tier whose measurement and rules apply: the measurements' own ``"tier"`` when
+        they name one, else :attr:`tier`."""
+        t = measured.get("tier") if isinstance(measured, dict) else None
+        return t if isinstance(t, str) and t else self.tier
+
     def perf_rules(self, measured: dict) -> list[RuleResult]:
-        """Turn the worker's measurements into pass/fail rules (grader side)."""
-        raise NotImplementedError
+        """Turn the worker's measurements into pass/fail rules (grader side): the lab's
+        ``rules_<tier>(measured)``. Raises ValueError for a tier the lab has no rules for."""
+        tier = self.perf_tier(measured)
+        fn = getattr(self, f"rules_{tier}", None)
+        if fn is None:
+            raise ValueError(f"measurements of an unknown tier {tier!r}")
+        return fn(measured)
+
+    def planned(self, plan: dict) -> dict | None:
+        """The timed call ``plan`` asks for: ``{"params": dict, "arrays": {name: (shape,
+        dtype)}, "what": str}`` ("what" names it in messages; default: the params), or None
+        (nothing checked)."""
+        return None
+
+    #: how the planned-arrays messages name the timed calls and the re-checked one
+    timed_calls_words: tuple[str, str] = ("the timed calls were", "the last timed call's")
 
     def perf_data_check(self, plan: dict, recheck: dict, arrays: dict) -> str | None:
-        """Grader side: None if the re-checked timed call's arrays are what ``plan`` asked for,
-        else what is wrong, in plain words. The base class accepts anything."""
-        return None
+        """Grader side: None if the re-checked timed call's parameters and arrays are what
+        :meth:`planned` says ``plan`` asked for, else what is wrong, in plain words (a worker
+        whose numpy was tampered with could time something smaller or cheaper)."""
+        want = self.planned(plan)
+        if want is None:
+            return None
+        calls, last = self.timed_calls_words
+        problem = None
+        if recheck.get("params") != want["params"]:
+            what = want.get("what") or repr(want["params"])
+            problem = f"{calls} not the planned {what} ({recheck.get('params')!r})"
+        else:
+            for name, (shape, dtype) in want["arrays"].items():
+                a = arrays.get(name)
+                if a is None or a.shape != tuple(shape) or a.dtype != np.dtype(dtype):
+                    got = "missing" if a is None else f"{a.shape} {a.dtype}"
+                    problem = (f"{last} {name} is {got}, not the planned {tuple(shape)} "
+                               f"{np.dtype(dtype).name}")
+                    break
+        return None if problem is None else f"{problem}: was the grading process tampered with?"
 
     def tier_problem(self) -> str | None:
         """Grader side, before anything runs: why this lab cannot be graded on this machine
@@ -361,5 +503,19 @@ class LabSpec:
         return None
 
     # worker side (runs in the sandboxed process)
+    def worker_module(self):
+        """The lab's worker-side module (:attr:`measure_module`, default the ``measure``
+        module beside the spec), imported on first use. The worker imports it before the
+        submission loads (what it binds at import cannot be swapped by the submission);
+        the grader's own process never imports it at import time."""
+        name = self.measure_module or type(self).__module__.rsplit(".", 1)[0] + ".measure"
+        return importlib.import_module(name)
+
     def measure(self, namespace: dict, plan: dict, workdir: Path) -> dict:
-        raise NotImplementedError
+        """Worker side: the worker module's ``measure_<tier>(spec, namespace, plan, workdir)``.
+        Raises ValueError for a tier the lab does not measure on."""
+        tier = self.perf_tier()
+        fn = getattr(self.worker_module(), f"measure_{tier}", None)
+        if fn is None:
+            raise ValueError(f"lab {self.lab_id} has no measurement for the {tier} tier")
+        return fn(self, namespace, plan, workdir)
