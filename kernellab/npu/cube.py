@@ -1,0 +1,230 @@
+"""The cube unit's instructions of :mod:`kernellab.npu.asc` (re-exported there; students call
+them as ``asc.mmad`` ...): :func:`load_data` (L1 -> L0A/L0B on MTE1), :func:`mmad` (on the cube,
+pipe M: C = A·B or C += A·B into L0C, fp16/bf16 -> fp32, int8 -> int32) and :func:`fixpipe`
+(L0C -> GM on FIX). Sources: Ascend C programming guide (hiascend.com), "Matrix Programming"
+(LoadData, Mmad, Fixpipe); hicann/pyasc ``docs/python-api``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+
+import numpy as np
+
+from kernellab.npu import errors
+from kernellab.npu.memory import align_up
+from kernellab.npu.record import FIX, M, MTE1, caller_src, format_src
+from kernellab.npu.runtime import ctx
+from kernellab.npu.tensors import GlobalTensor, LocalTensor, TPosition
+from kernellab.npu.dma import _paths_help, _segments
+
+
+def load_data(dst: LocalTensor, src: LocalTensor, *, row: int = 0, col: int = 0,
+              rows: int | None = None, cols: int | None = None, transpose: bool = False) -> None:
+    """Copy the fractal-aligned block ``src[row:row+rows, col:col+cols]`` of a 2-D L1 tensor
+    into an L0A (A2) or L0B (B2) tensor on MTE1, transposed if asked. ``row`` and ``rows`` must
+    be multiples of 16, ``col`` and ``cols`` of 32 B. Raises PositionError, ShapeError,
+    AlignmentError."""
+    c = ctx()
+    where = caller_src()
+    for t in (dst, src):
+        if not isinstance(t, LocalTensor):
+            raise errors.PositionError(f"{format_src(where)}\nload_data moves L1->L0A/L0B "
+                                       f"between local tensors, got {type(t).__name__}")
+    if src.position.memory != "L1" or dst.position.memory not in ("L0A", "L0B"):
+        raise errors.PositionError(
+            f"{format_src(where)}\nload_data {src.position.name}->{dst.position.name}: "
+            f"load_data moves L1 (A1/B1) -> L0A (A2) / L0B (B2). {_paths_help()}")
+    c.check_core(dst.position, "load_data", where)
+    if dst.dtype != src.dtype:
+        raise errors.DTypeError(f"{format_src(where)}\nload_data: dst {dst.dtype}, src "
+                                f"{src.dtype}")
+    if src.rows is None:
+        raise errors.ShapeError(f"{format_src(where)}\nload_data: the L1 tensor has no 2-D "
+                                "shape yet; fill it with data_copy(..., nd2nz=...) first")
+    if dst._boff % dst._mem.align:
+        raise errors.AlignmentError(f"{format_src(where)}\nload_data: destination starts at "
+                                    f"{dst._mem.name} offset {dst._boff}, not a multiple of "
+                                    f"{dst._mem.align} B")
+    c0 = 32 // src.dtype.itemsize
+    rows = src.rows - row if rows is None else int(rows)
+    cols = src.cols - col if cols is None else int(cols)
+    if row % 16 or rows % 16 or col % c0 or cols % c0:
+        raise errors.AlignmentError(
+            f"{format_src(where)}\nload_data block at ({row}, {col}) of {rows}x{cols}: rows "
+            f"and row offsets must be multiples of 16, cols and col offsets of {c0} "
+            f"(one 32 B fractal row)")
+    if row < 0 or col < 0 or rows < 1 or cols < 1 or row + rows > src.rows or \
+            col + cols > src.cols:
+        raise errors.ShapeError(f"{format_src(where)}\nload_data block ({row}:{row + rows}, "
+                                f"{col}:{col + cols}) is outside the {src.rows}x{src.cols} L1 "
+                                "tensor")
+    if rows * cols > dst.size:
+        raise errors.ShapeError(f"{format_src(where)}\nload_data of {rows}x{cols} elements into "
+                                f"an {dst.position.name} tensor of {dst.size}")
+    nzb = src._mem.nz[src._boff:src._boff + src.rows * src.cols * src.dtype.itemsize]
+    if not nzb.all():
+        raise errors.ShapeError(
+            f"{format_src(where)}\nload_data reads L1 bytes that a 1-D data_copy filled last "
+            f"(byte {src._boff + int((~nzb).argmax())} of {src.position.name}): that is ND "
+            "layout, row after row, and the cube's L0 loads read NZ fractals; fill the L1 "
+            "tensor with data_copy(..., nd2nz=(rows, cols, src_stride)).")
+    c.access(src, MTE1, False, where, src.rows * src.cols, what="load_data")
+    c.access(dst, MTE1, True, where, rows * cols, what="load_data")
+    block = src.np(src.rows * src.cols).reshape(src.rows, src.cols)[row:row + rows,
+                                                                    col:col + cols]
+    if transpose:
+        block = block.T
+    r, cc = block.shape
+    dst.np(r * cc).reshape(r, cc)[...] = block
+    dst.rows, dst.cols = r, cc
+    dst.fmt = "ZZ" if dst.position.memory == "L0A" else "ZN"
+    nb = r * cc * dst.dtype.itemsize
+    c.op(MTE1, "load_data", ("load", dst.position.memory, nb), where, nb,
+         path=f"L1->{dst.position.memory}")
+
+
+_MMAD_TYPES = {("float16", "float32"): "f16", ("bfloat16", "float32"): "f16",
+               ("int8", "int32"): "i8"}
+
+_BLAS = None
+
+
+def _one_blas_thread():
+    """A context in which NumPy's BLAS runs on one thread (``threadpoolctl``; a no-op without
+    it). ``mmad``'s products are small (at most an L0 tile), and a multi-threaded BLAS pays a
+    thread hand-off per call: on a 2-core machine with the other core busy, 1000 float64
+    products of 128x64 by 64x128 took 8 s with OpenBLAS's default threads and 0.05 s with one.
+    The thread count does not change the results (OpenBLAS splits the output, not K)."""
+    global _BLAS
+    if _BLAS is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+            _BLAS = ThreadpoolController()
+        except Exception:  # noqa: BLE001 - optional: timing only, never results
+            _BLAS = False
+    if _BLAS is False:
+        return contextlib.nullcontext()
+    return _BLAS.limit(limits=1, user_api="blas")
+
+
+def mmad(co1: LocalTensor, a2: LocalTensor, b2: LocalTensor, m: int, n: int, k: int,
+         init: bool = True) -> None:
+    """Cube multiply on the M pipe: ``C[:m,:n] = A[:m,:k] @ B[:k,:n]`` (``init=True``) or
+    ``C += A @ B``. A in A2 (L0A), B in B2 (L0B), C in CO1 (L0C); fp16/bf16 -> fp32, int8 ->
+    int32 (exact). C is laid out 16-padded: ``align16(m) x align16(n)``. Raises PositionError,
+    DTypeError, ShapeError."""
+    c = ctx()
+    where = caller_src()
+    for t, pos in ((co1, "CO1"), (a2, "A2"), (b2, "B2")):
+        if not isinstance(t, LocalTensor) or t.position.name != pos:
+            got = t.position.name if isinstance(t, LocalTensor) else type(t).__name__
+            raise errors.PositionError(
+                f"{format_src(where)}\nmmad(co1, a2, b2, ...) needs operands in CO1, A2, B2; "
+                f"got {got} where {pos} is required")
+    c.check_core(co1.position, "mmad", where)
+    kind = _MMAD_TYPES.get((str(a2.dtype), str(co1.dtype)))
+    if kind is None or a2.dtype != b2.dtype:
+        raise errors.DTypeError(f"{format_src(where)}\nmmad supports fp16/bf16 x fp16/bf16 -> "
+                                f"fp32 and int8 x int8 -> int32; got {a2.dtype} x {b2.dtype} -> "
+                                f"{co1.dtype}")
+    m, n, k = int(m), int(n), int(k)
+    if builtins.min(m, n, k) < 1:
+        raise errors.ShapeError(f"{format_src(where)}\nmmad m, n, k must be >= 1")
+    for t, nm in ((a2, "A2"), (b2, "B2")):
+        if t.rows is None:
+            raise errors.ShapeError(f"{format_src(where)}\nmmad: the {nm} tensor has no 2-D "
+                                    "shape; fill it with load_data first")
+    if a2.rows < m or a2.cols < k or b2.rows < k or b2.cols < n:
+        raise errors.ShapeError(
+            f"{format_src(where)}\nmmad m={m}, n={n}, k={k}: A2 holds {a2.rows}x{a2.cols} "
+            f"(needs >= {m}x{k}), B2 holds {b2.rows}x{b2.cols} (needs >= {k}x{n})")
+    mp, np_ = align_up(m, 16), align_up(n, 16)
+    if mp * np_ > co1.size:
+        raise errors.ShapeError(f"{format_src(where)}\nmmad output {mp}x{np_} (16-padded) does "
+                                f"not fit the CO1 tensor of {co1.size} elements")
+    if not init and (co1.rows, co1.cols) != (mp, np_):
+        raise errors.ShapeError(
+            f"{format_src(where)}\nmmad(init=False) accumulates into a CO1 tensor of shape "
+            f"{co1.rows}x{co1.cols}, but m, n give {mp}x{np_} (start with init=True)")
+    c.access(a2, M, False, where, a2.rows * a2.cols, what="mmad")
+    c.access(b2, M, False, where, b2.rows * b2.cols, what="mmad")
+    if not init:
+        c.access(co1, M, False, where, mp * np_, what="mmad")
+    c.access(co1, M, True, where, mp * np_, what="mmad")
+    A = a2.np(a2.rows * a2.cols).reshape(a2.rows, a2.cols)[:m, :k]
+    B = b2.np(b2.rows * b2.cols).reshape(b2.rows, b2.cols)[:k, :n]
+    C = co1.np(mp * np_).reshape(mp, np_)
+    if kind == "i8":
+        prod = A.astype(np.int64) @ B.astype(np.int64)  # integer matmul: no BLAS
+        if init:
+            C[...] = 0
+            C[:m, :n] = prod.astype(np.int32)
+        else:
+            C[:m, :n] = (C[:m, :n].astype(np.int64) + prod).astype(np.int32)
+    else:
+        with _one_blas_thread():
+            prod = A.astype(np.float64) @ B.astype(np.float64)
+        if init:
+            C[...] = 0
+            C[:m, :n] = prod.astype(np.float32)
+        else:
+            C[:m, :n] = (C[:m, :n].astype(np.float64) + prod).astype(np.float32)
+    co1.rows, co1.cols, co1.fmt = mp, np_, "NZ"
+    c.op(M, "mmad", ("mmad", m, n, k, kind), where, flops=2 * m * n * k)
+
+
+def fixpipe(dst: GlobalTensor, co1: LocalTensor, m: int, n: int, *, dst_stride: int | None = None,
+            relu: bool = False, quant_scale: float | None = None) -> None:
+    """Write ``C[:m,:n]`` from L0C to GM (FIX pipe) as a row-major block whose rows are
+    ``dst_stride`` elements apart (default ``n``), converting to the GM dtype on the fly
+    (fp32 -> fp16/bf16/fp32; int32 -> int32, or with ``quant_scale`` -> fp16), with optional
+    ReLU. Raises PositionError, DTypeError, ShapeError, OutOfBoundsError."""
+    c = ctx()
+    where = caller_src()
+    if not isinstance(dst, GlobalTensor):
+        raise errors.PositionError(f"{format_src(where)}\nfixpipe writes L0C->GM: dst must be a "
+                                   f"GM tensor, got {type(dst).__name__}. {_paths_help()}")
+    if not isinstance(co1, LocalTensor) or co1.position is not TPosition.CO1:
+        got = co1.position.name if isinstance(co1, LocalTensor) else type(co1).__name__
+        raise errors.PositionError(f"{format_src(where)}\nfixpipe reads a CO1 (L0C) tensor, got "
+                                   f"{got}")
+    c.check_core(co1.position, "fixpipe", where)
+    m, n = int(m), int(n)
+    stride = n if dst_stride is None else int(dst_stride)
+    ok = {"float32": ("float32", "float16", "bfloat16"), "int32": ("int32",)}
+    if quant_scale is not None:
+        ok = {"int32": ("float16",), "float32": ("float16",)}
+    if str(dst.dtype) not in ok.get(str(co1.dtype), ()):
+        raise errors.DTypeError(f"{format_src(where)}\nfixpipe {co1.dtype} -> {dst.dtype} is not "
+                                f"supported (allowed: {ok.get(str(co1.dtype))})")
+    if co1.rows is None:
+        raise errors.ShapeError(f"{format_src(where)}\nfixpipe reads a CO1 tensor that no mmad "
+                                "has written yet (start each output block with "
+                                "mmad(..., init=True))")
+    if m < 1 or n < 1 or m > co1.rows or n > co1.cols:
+        raise errors.ShapeError(f"{format_src(where)}\nfixpipe m={m}, n={n} from a CO1 tensor "
+                                f"of {co1.rows}x{co1.cols}")
+    if stride < n:
+        raise errors.ShapeError(f"{format_src(where)}\nfixpipe dst_stride {stride} < n {n}")
+    last = (m - 1) * stride + n
+    if last > len(dst):
+        raise errors.OutOfBoundsError(f"{format_src(where)}\nfixpipe writes {m}x{n} (row stride "
+                                      f"{stride}) = {last} elements into GM {dst.name} view "
+                                      f"of {len(dst)}")
+    c.access(co1, FIX, False, where, co1.rows * co1.cols, what="fixpipe")
+    vals = co1.np(co1.rows * co1.cols).reshape(co1.rows, co1.cols)[:m, :n]
+    if quant_scale is not None:
+        vals = vals.astype(np.float64) * float(quant_scale)
+    if relu:
+        vals = np.maximum(vals, 0)
+    isz = dst.dtype.itemsize
+    out = np.lib.stride_tricks.as_strided(dst._buf.flat[dst._off:], shape=(m, n),
+                                          strides=(stride * isz, isz))
+    out[...] = vals.astype(dst.dtype)
+    segs = _segments(dst.address, m, n * isz, stride * isz)
+    base = dst._buf.base
+    for a, nb in segs:
+        dst._buf.note_write(c.block_idx, a - base, a - base + nb)
+    c.op(FIX, "fixpipe", ("dma", True, segs, True, -(-m // 16)), where, m * n * isz, path="L0C->GM")

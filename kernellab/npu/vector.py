@@ -1,0 +1,202 @@
+"""The vector unit's instructions of :mod:`kernellab.npu.asc` (re-exported there; students call
+them as ``asc.add`` ...), count form, on the V pipe, operands in UB and 32 B-aligned: binary
+(add, sub, mul, div, max, min), with a scalar (adds, muls, maxs, mins), unary (exp, ln, sqrt,
+rsqrt, reciprocal, abs, relu), cast, duplicate, reduce_sum, reduce_max. Arithmetic in float32,
+rounded to the destination dtype. Sources: Ascend C programming guide (hiascend.com), "Vector
+Programming" and the vector-compute API pages; hicann/pyasc ``docs/python-api``.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from kernellab.npu import errors
+from kernellab.npu.record import V, caller_src, format_src
+from kernellab.npu.runtime import ctx
+from kernellab.npu.tensors import LocalTensor
+from kernellab.npu.dma import _count
+
+
+def _vec_operands(c, name, dst, srcs, count, where, same_dtype=True, dst_n=None):
+    count = _count(count, where)
+    for t in (dst, *srcs):
+        if not isinstance(t, LocalTensor):
+            raise errors.PositionError(
+                f"{format_src(where)}\n{name}: vector ops take local UB tensors, got "
+                f"{type(t).__name__} (GM tensors are reached with data_copy)")
+        if t.position.memory != "UB":
+            raise errors.PositionError(
+                f"{format_src(where)}\n{name}: vector ops work on UB tensors "
+                f"(VECIN/VECOUT/VECCALC); got a {t.position.name} ({t.position.memory}) tensor")
+        if t._boff % 32:
+            raise errors.AlignmentError(
+                f"{format_src(where)}\n{name}: operand starts at UB offset {t._boff}, not a "
+                f"multiple of 32 B (vector operands are 32 B-aligned)")
+        need = dst_n if (t is dst and dst_n is not None) else count
+        if need > t.size:
+            raise errors.ShapeError(f"{format_src(where)}\n{name}: count {need} exceeds an "
+                                    f"operand of {t.size} elements")
+    c.check_core(dst.position, name, where)
+    if same_dtype:
+        for t in srcs:
+            if t.dtype != dst.dtype:
+                raise errors.DTypeError(
+                    f"{format_src(where)}\n{name}: operand dtypes differ ({dst.dtype} dst, "
+                    f"{t.dtype} src); use asc.cast first")
+    return count
+
+
+def _f32(a):
+    return a.astype(np.float32) if a.dtype.kind == "f" and a.dtype.itemsize < 4 else a
+
+
+def _binary(name, fn, cls="binary"):
+    def op(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, count: int) -> None:
+        c = ctx()
+        where = caller_src()
+        count = _vec_operands(c, name, dst, (src0, src1), count, where)
+        for t in (src0, src1):
+            c.access(t, V, False, where, count, what=name)
+        a, b = src0.np(count), src1.np(count)
+        with np.errstate(all="ignore"):
+            r = fn(_f32(a), _f32(b))
+        dst.np(count)[...] = r.astype(dst.dtype) if r.dtype != dst.dtype else r
+        nb = count * dst.dtype.itemsize
+        c.access(dst, V, True, where, count, what=name)
+        c.op(V, name, ("vec", cls, nb), where, flops=count)
+
+    op.__name__ = name
+    op.__doc__ = (f"``dst[i] = {name}(src0[i], src1[i])`` for ``i < count`` (V pipe, "
+                  f"{cls} cost class). Raises PositionError, AlignmentError, ShapeError, "
+                  f"DTypeError.")
+    return op
+
+
+def _int_div(a, b):
+    return a // b if a.dtype.kind in "iu" else a / b
+
+
+add = _binary("add", np.add)
+sub = _binary("sub", np.subtract)
+mul = _binary("mul", np.multiply)
+div = _binary("div", _int_div, "div")
+max = _binary("max", np.maximum)  # noqa: A001 - Ascend C name
+min = _binary("min", np.minimum)  # noqa: A001 - Ascend C name
+
+
+def _scalar(name, fn):
+    def op(dst: LocalTensor, src: LocalTensor, scalar, count: int) -> None:
+        c = ctx()
+        where = caller_src()
+        count = _vec_operands(c, name, dst, (src,), count, where)
+        c.access(src, V, False, where, count, what=name)
+        a = src.np(count)
+        s = np.asarray(scalar, dtype=dst.dtype)  # the scalar is converted to the tensor dtype
+        with np.errstate(all="ignore"):
+            r = fn(_f32(a), _f32(s))
+        dst.np(count)[...] = r.astype(dst.dtype)
+        c.access(dst, V, True, where, count, what=name)
+        c.op(V, name, ("vec", "unary", count * dst.dtype.itemsize), where, flops=count)
+
+    op.__name__ = name
+    op.__doc__ = (f"``dst[i] = {name[:-1]}(src[i], scalar)`` for ``i < count`` (V pipe, "
+                  "unary cost class; the scalar is converted to the tensor dtype first).")
+    return op
+
+
+adds = _scalar("adds", np.add)
+muls = _scalar("muls", np.multiply)
+maxs = _scalar("maxs", np.maximum)
+mins = _scalar("mins", np.minimum)
+
+
+def _unary(name, fn, cls="unary"):
+    def op(dst: LocalTensor, src: LocalTensor, count: int) -> None:
+        c = ctx()
+        where = caller_src()
+        count = _vec_operands(c, name, dst, (src,), count, where)
+        c.access(src, V, False, where, count, what=name)
+        a = src.np(count)
+        with np.errstate(all="ignore"):
+            r = fn(_f32(a))
+        dst.np(count)[...] = r.astype(dst.dtype)
+        c.access(dst, V, True, where, count, what=name)
+        c.op(V, name, ("vec", cls, count * dst.dtype.itemsize), where, flops=count)
+
+    op.__name__ = name
+    op.__doc__ = f"``dst[i] = {name}(src[i])`` for ``i < count`` (V pipe, {cls} cost class)."
+    return op
+
+
+exp = _unary("exp", np.exp, "transcendental")
+ln = _unary("ln", np.log, "transcendental")
+sqrt = _unary("sqrt", np.sqrt, "transcendental")
+rsqrt = _unary("rsqrt", lambda a: 1 / np.sqrt(a), "transcendental")
+reciprocal = _unary("reciprocal", lambda a: 1 / a, "transcendental")
+abs = _unary("abs", np.abs)  # noqa: A001 - Ascend C name
+relu = _unary("relu", lambda a: np.maximum(a, 0))
+
+_ROUND = {
+    "none": np.rint, "rint": np.rint, "round": lambda a: np.sign(a) * np.floor(np.abs(a) + 0.5),
+    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
+}
+
+
+def cast(dst: LocalTensor, src: LocalTensor, round_mode: str, count: int) -> None:
+    """``dst[i] = src[i]`` converted to ``dst``'s dtype (V pipe). ``round_mode`` ("none",
+    "rint", "round", "floor", "ceil", "trunc") applies to float -> int casts; float -> float
+    casts round to nearest even (as "none"/"rint" do)."""
+    c = ctx()
+    where = caller_src()
+    if round_mode not in _ROUND:
+        raise errors.ShapeError(f"{format_src(where)}\ncast round_mode must be one of "
+                                f"{sorted(_ROUND)}, got {round_mode!r}")
+    count = _vec_operands(c, "cast", dst, (src,), count, where, same_dtype=False)
+    c.access(src, V, False, where, count, what="cast")
+    a = src.np(count)
+    if dst.dtype.kind in "iu" and src.dtype.kind == "f":
+        info = np.iinfo(dst.dtype)
+        with np.errstate(all="ignore"):
+            r = np.clip(_ROUND[round_mode](a.astype(np.float64)), info.min, info.max)
+        dst.np(count)[...] = r.astype(dst.dtype)
+    else:
+        dst.np(count)[...] = a.astype(dst.dtype)
+    nb = count * builtins.max(dst.dtype.itemsize, src.dtype.itemsize)
+    c.access(dst, V, True, where, count, what="cast")
+    c.op(V, "cast", ("vec", "unary", nb), where, flops=count)
+
+
+def duplicate(dst: LocalTensor, scalar, count: int) -> None:
+    """``dst[i] = scalar`` for ``i < count`` (V pipe)."""
+    c = ctx()
+    where = caller_src()
+    count = _vec_operands(c, "duplicate", dst, (), count, where)
+    dst.np(count)[...] = np.asarray(scalar, dtype=dst.dtype)
+    c.access(dst, V, True, where, count, what="duplicate")
+    c.op(V, "duplicate", ("vec", "unary", count * dst.dtype.itemsize), where, flops=0)
+
+
+def _reduce(name, fn):
+    def op(dst: LocalTensor, src: LocalTensor, count: int, work: LocalTensor | None = None):
+        c = ctx()
+        where = caller_src()
+        count = _vec_operands(c, name, dst, (src,), count, where, dst_n=1)
+        c.access(src, V, False, where, count, what=name)
+        a = src.np(count)
+        with np.errstate(all="ignore"):
+            r = fn(a.astype(np.float32) if a.dtype.kind == "f" else a.astype(np.int64))
+        dst.np(1)[0] = np.asarray(r).astype(dst.dtype)
+        c.access(dst, V, True, where, 1, what=name)
+        c.op(V, name, ("vec", "reduce", count * src.dtype.itemsize), where, flops=count)
+
+    op.__name__ = name
+    op.__doc__ = (f"``dst[0] = {name[7:]}(src[:count])`` with float32 accumulation (V pipe, "
+                  "reduce cost class). ``work`` (a scratch tensor in Ascend C) is accepted and "
+                  "unused.")
+    return op
+
+
+reduce_sum = _reduce("reduce_sum", np.sum)
+reduce_max = _reduce("reduce_max", np.max)
