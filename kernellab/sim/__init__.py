@@ -140,9 +140,15 @@ def arm() -> None:
     after_cuda_import(_install_unless_importing)
 
 
+#: the modules of the executor (:mod:`kernellab.sim.engine` and its parts)
+_ENGINE_MODULES = ("engine", "settings", "arrays", "cudamod", "sites", "analysis", "scheduler",
+                   "recording", "launch")
+
+
 def _install_unless_importing():
     import sys
-    eng = sys.modules.get("kernellab.sim.engine")
-    if eng is not None and not hasattr(eng, "install"):
-        return      # engine.py is being imported; it installs itself at its end
+    for name in _ENGINE_MODULES:
+        mod = sys.modules.get(f"kernellab.sim.{name}")
+        if mod is not None and getattr(getattr(mod, "__spec__", None), "_initializing", False):
+            return      # the executor is being imported; engine.py installs it at its end
     install()
