@@ -670,7 +670,7 @@ class _Helper:
         self._owner_pid = os.getpid()
         env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
         # intrinsics numba-cuda lacks (cuda.dp4a), installed in the helper from this file
-        env["KERNELLAB_CUDA_EXT"] = str(Path(__file__).resolve().parent.parent / "cuda_ext.py")
+        env["KERNELLAB_CUDA_EXT"] = str(Path(__file__).resolve().parents[2] / "cuda_ext.py")
         self._stderr = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
             [sys.executable, "-c", _CHILD_SOURCE], stdin=subprocess.PIPE,
@@ -843,7 +843,7 @@ def _versions() -> tuple:
             except md.PackageNotFoundError:
                 out.append(f"{name}=?")
         # the intrinsics the helper installs (kernellab.cuda_ext) are part of the compiler
-        ext = Path(__file__).resolve().parent.parent / "cuda_ext.py"
+        ext = Path(__file__).resolve().parents[2] / "cuda_ext.py"
         out.append("cuda_ext=" + hashlib.sha256(ext.read_bytes()).hexdigest()[:16])
         _versions_cache.append(tuple(out))
     return _versions_cache[0]
