@@ -9,10 +9,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from known import Folder  # tests/known.py: where each known submission is
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "solutions" / "01_gemm_cpu.ipynb"
-IKJ = ROOT / "tests" / "submissions" / "gemm_cpu" / "ikj_plain.py"
+IKJ = Folder("gemm-cpu", "wrong") / "ikj_plain.py"
 
 # The lab's performance phase (GemmCPU.measure, then perf_rules) as the grader's worker runs it,
 # outside the sandbox, for each submission given. The naive group is timed at 64 instead of 512:

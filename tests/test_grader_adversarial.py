@@ -30,9 +30,10 @@ from grader.spec import HiddenCases
 from grader.static_check import ALLOWED_SUBMODULES, check_source
 from grader.worker import _describe_exception, _describe_safely
 from grader import notebook
+from known import Folder  # tests/known.py: where each known submission is
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBS = ROOT / "tests" / "submissions" / "gemm_cpu"
+SUBS = Folder("gemm-cpu", "wrong")
 SOLUTION = ROOT / "solutions" / "01_gemm_cpu.ipynb"
 ALLOWED = frozenset({"numpy", "numba", "math"})
 

@@ -29,9 +29,10 @@ from grader.runner import grade, recheck
 from grader.spec import Case, CaseData, HiddenCases
 from kernellab.numerics import compare
 from reference_kernels.attention import attention_golden, attention_plain
+from known import Folder  # tests/known.py: where each known submission is
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBS = ROOT / "tests" / "submissions" / "flash_attention"
+SUBS = Folder("flash-attention", "wrong")
 KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "05_flash_attention.ipynb"
 LAB = ROOT / "labs" / "05_flash_attention.ipynb"
@@ -231,7 +232,7 @@ def test_host_computed_timed_call_fails_the_replayed_re_check():
 
 
 #: correct designs other than the reference's, and how they pass the replay
-OK = ROOT / "tests" / "submissions" / "flash_attention_ok"
+OK = Folder("flash-attention", "ok")
 
 
 @sim_only
@@ -540,10 +541,10 @@ def test_gpu_tier_measurement_runs_on_the_simulator(tmp_path):
     """The gpu tier's interleaved timing, re-check and rules, exercised on the simulator with
     a wall clock and a tiny shape (the verdicts are not the point: the path is)."""
     ns = {}
-    src = (SUBS.parent / "flash_attention" / "no_rescale.py").read_text()
+    src = (SUBS / "no_rescale.py").read_text()
     exec(compile(src, "no_rescale.py", "exec"), ns)          # wrong on several tiles
     ok_ns = {}
-    exec(compile((ROOT / "tests" / "submissions" / "flash_attention" /
+    exec(compile((SUBS /
                   "causal_next_key.py").read_text(), "next.py", "exec"), ok_ns)
     spec = lab.FlashAttention()
     plan = {"tier": "gpu", "B": 1, "H": 2, "N": 9, "d": 32, "dtype": "float16",

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from grader.runner import grade
+from known import Folder  # tests/known.py: where each known submission is
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBS = ROOT / "tests" / "submissions" / "gemm_cpu"
+SUBS = Folder("gemm-cpu", "wrong")
 KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "01_gemm_cpu.ipynb"
 LAB = ROOT / "labs" / "01_gemm_cpu.ipynb"
@@ -39,7 +40,7 @@ def test_solution_passes_everything_and_json_has_the_figures():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     d = json.loads(r.stdout)
     assert d["passed"] is True and d["score"] == d["max_score"] == 100
-    from grader.labs.gemm_cpu import DTYPES, VISIBLE_SHAPES
+    from grader.labs.gemm_cpu.spec import DTYPES, VISIBLE_SHAPES
 
     # + 1: the repeat case (grader.labs._repeat)
     assert d["cases_passed"] == d["cases_total"] == len(VISIBLE_SHAPES) * len(DTYPES) + 1
@@ -132,7 +133,7 @@ def test_known_wrong_submission_fails_for_the_stated_reason(name):
 
 @pytest.mark.parametrize("name", ["explicit_signatures.py", "honest_styles.py"])
 def test_honest_unusual_styles_pass_correctness(name):
-    rep = grade("gemm-cpu", ROOT / "tests" / "submissions" / "gemm_cpu_ok" / name,
+    rep = grade("gemm-cpu", Folder("gemm-cpu", "ok") / name,
                 run_performance=False)
     assert rep.passed, rep.to_text()
 
@@ -189,7 +190,7 @@ def test_fraction_of_numpy_has_one_meaning_whatever_kernel_openblas_runs(monkeyp
     """OpenBLAS's own kernel (235 GFLOP/s on a 250 GFLOP/s core) or a forced AVX2 one (126):
     the baseline is floored at NUMPY_FLOOR_OF_PEAK x the measured peak, so a kernel at 190
     passes and one at 45 (plain ikj) fails both ways."""
-    from grader.labs.gemm_cpu import MIN_FRACTION_NUMPY, NUMPY_FLOOR_OF_PEAK, GemmCPU
+    from grader.labs.gemm_cpu.spec import MIN_FRACTION_NUMPY, NUMPY_FLOOR_OF_PEAK, GemmCPU
 
     _peak(monkeypatch, 250.0)
     floor = NUMPY_FLOOR_OF_PEAK * 250.0
@@ -219,7 +220,7 @@ def test_crash_costs_only_its_worker_and_grading_goes_on():
     errs = [c.error for c in rep.cases]
     assert sum("SIGSEGV" in e for e in errs) == 3
     assert all("not run" in e for e in errs[3:])
-    from grader.labs.gemm_cpu import DTYPES, VISIBLE_SHAPES
+    from grader.labs.gemm_cpu.spec import DTYPES, VISIBLE_SHAPES
 
     assert len(rep.cases) == len(VISIBLE_SHAPES) * len(DTYPES) + 1  # + the repeat case
 

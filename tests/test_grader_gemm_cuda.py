@@ -18,13 +18,14 @@ import pytest
 
 import kernellab
 from grader.labs import _cuda as cuda_lab
-from grader.labs import gemm_cuda as lab
+from grader.labs.gemm_cuda import spec as lab
 from grader.runner import grade, recheck
 from grader.worker import _describe_exception
+from known import Folder  # tests/known.py: where each known submission is
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBS = ROOT / "tests" / "submissions" / "gemm_cuda"
-OK = ROOT / "tests" / "submissions" / "gemm_cuda_ok"
+SUBS = Folder("gemm-cuda", "wrong")
+OK = Folder("gemm-cuda", "ok")
 KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "02_gemm_cuda.ipynb"
 LAB = ROOT / "labs" / "02_gemm_cuda.ipynb"

@@ -1,7 +1,7 @@
 """Grader self-tests for lab ``int8-linear``: the solution passes, the untouched lab and every
-known-wrong submission (tests/submissions/int8_linear/) fail for their stated reason (a missing
-clamp only on rows of subnormal magnitude, the one place max-based scales let it act), and
-returned outputs are checked like written ones."""
+known-wrong submission (grader/labs/int8_linear/submissions/wrong/) fail for their stated
+reason (a missing clamp only on rows of subnormal magnitude, the one place max-based scales let
+it act), and returned outputs are checked like written ones."""
 
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ from grader.runner import grade
 from grader.spec import Case, HiddenCases
 from reference_kernels.quant import (int_gemm_golden, predicted_sqnr_db,
                                      quantize_per_channel_golden)
+from known import Folder  # tests/known.py: where each known submission is
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBS = ROOT / "tests" / "submissions" / "int8_linear"
+SUBS = Folder("int8-linear", "wrong")
 KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "06_int8_linear.ipynb"
 LAB = ROOT / "labs" / "06_int8_linear.ipynb"
@@ -99,7 +100,7 @@ def test_known_wrong_fails_for_its_reason(name, fn, reason):
 
 
 def test_returned_outputs_are_checked(tmp_path):
-    sol = (ROOT / "tests" / "submissions" / "int8_linear" / "no_clamp.py").read_text()
+    sol = (SUBS / "no_clamp.py").read_text()
     cases = {
         "returns_nothing": ("return Wq, scales", "return None", "returned nothing"),
         "returns_one": ("return Wq, scales", "return Wq", "expected the tuple (Wq, scales)"),

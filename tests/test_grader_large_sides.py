@@ -6,13 +6,12 @@ there. Graded on those cases and one small one (a partial grading keeps the test
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from grader.runner import grade
+from known import Folder  # tests/known.py: where each known submission is
 
-SUBS = Path(__file__).resolve().parent / "submissions"
+SUBS = Folder()  # "<lab_module>/<name>.py"
 
 #: lab, submission, the visible cases that must fail, a small case that must pass
 LARGE = [

@@ -34,16 +34,17 @@ from kernellab import npu
 from kernellab.npu import asc
 from kernellab.npu.asc import TPosition as P
 from kernellab.npu.launch import content_digest
+from known import Folder  # tests/known.py: where each known submission is
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELLAB = Path(sys.executable).parent / "kernellab"
 LABS = {  # lab -> (solution, generated lab, known-wrong submissions)
     "npu-vector-add": (ROOT / "solutions" / "07a_npu_vector_add.ipynb",
                        ROOT / "labs" / "07a_npu_vector_add.ipynb",
-                       ROOT / "tests" / "submissions" / "npu_vector_add"),
+                       Folder("npu-vector-add", "wrong")),
     "npu-matmul": (ROOT / "solutions" / "07b_npu_matmul.ipynb",
                    ROOT / "labs" / "07b_npu_matmul.ipynb",
-                   ROOT / "tests" / "submissions" / "npu_matmul"),
+                   Folder("npu-matmul", "wrong")),
 }
 
 VA_ONE = "one core: modelled speedup over the baseline"

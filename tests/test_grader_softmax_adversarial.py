@@ -3,7 +3,7 @@ tests/test_grader_softmax_cuda.py): host computations smuggled into kernels thro
 a tuple argument, a global or a closure; launches on the stock simulator (no race detector);
 atomics that read for free; stores into a scratch array or the output overwritten on the host
 in the timed call; token shuffles; a row max that starts at 0; odd hidden cases. Each
-submission is a file in tests/submissions/softmax_cuda_adversarial/ whose header states the
+submission is in grader/labs/softmax_cuda/submissions/wrong/adversarial/; its header states the
 expected verdict.
 
 To stay fast most checks run in this process, as the worker does: one case under the lab's
@@ -24,9 +24,10 @@ from grader.labs._cuda import stores_into_final, with_atomic_reads
 from grader.runner import check_case, grade, recheck
 from grader.spec import HiddenCases
 from grader.static_check import check_source
+from known import Folder  # tests/known.py: where each known submission is
 
 ROOT = Path(__file__).resolve().parent.parent
-ADV = ROOT / "tests" / "submissions" / "softmax_cuda_adversarial"
+ADV = Folder("softmax-cuda", "wrong")  # wrong/adversarial/
 
 pytestmark = pytest.mark.skipif(kernellab.TIER != "sim",
                                 reason="the counters and digests are the sim tier's")

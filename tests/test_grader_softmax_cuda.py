@@ -25,9 +25,10 @@ from grader.runner import grade, recheck
 from grader.spec import Case, HiddenCases
 from kernellab.numerics import RowSoftmax, compare
 from reference_kernels.reductions import softmax_golden, softmax_shift
+from known import Folder  # tests/known.py: where each known submission is
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBS = ROOT / "tests" / "submissions" / "softmax_cuda"
+SUBS = Folder("softmax-cuda", "wrong")
 KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "03_softmax_cuda.ipynb"
 LAB = ROOT / "labs" / "03_softmax_cuda.ipynb"

@@ -1,7 +1,7 @@
 """Grader self-tests for lab ``winograd``: the solution passes, the untouched lab and every
-known-wrong submission (tests/submissions/winograd/) fail for their stated reason, and the
-tolerance accepts honest float32 convolutions (Winograd and direct alike) on odd sizes while
-float16 transforms fail it."""
+known-wrong submission (grader/labs/winograd/submissions/wrong/) fail for their stated reason,
+and the tolerance accepts honest float32 convolutions (Winograd and direct alike) on odd sizes
+while float16 transforms fail it."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ from grader.labs.winograd import (GAMMA_TRANSFORMS, KAPPA, MIN_SPEEDUP_DIRECT, V
 from grader.runner import grade
 from grader.spec import Case, HiddenCases
 from kernellab.numerics import unit_roundoff
+from known import Folder  # tests/known.py: where each known submission is
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBS = ROOT / "tests" / "submissions" / "winograd"
+SUBS = Folder("winograd", "wrong")
 KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "04_winograd.ipynb"
 LAB = ROOT / "labs" / "04_winograd.ipynb"

@@ -22,6 +22,7 @@ from grader.labs import get_spec_class
 from grader.report import CaseResult, Report
 from grader.runner import grade
 from grader.spec import HiddenCases
+from known import Folder  # tests/known.py: where each known submission is
 
 ROOT = Path(__file__).resolve().parent.parent
 LABS = ["gemm-cpu", "gemm-cuda", "softmax-cuda", "winograd", "flash-attention", "int8-linear",
@@ -226,7 +227,7 @@ def test_an_error_at_import_in_a_notebook_names_the_cell(tmp_path):
 
 
 # ------------------------------------------------------------------------- hazards, sim tier
-RACE = ROOT / "tests" / "submissions" / "gemm_cuda" / "race_no_second_sync.py"
+RACE = Folder("gemm-cuda", "wrong") / "race_no_second_sync.py"
 sim_only = pytest.mark.skipif(kernellab.TIER != "sim", reason="the sim tier's hazard messages")
 
 
@@ -342,7 +343,7 @@ def test_failures_repeating_an_error_are_one_line_not_a_row_each():
 
 
 def test_an_npu_hazard_keeps_its_reason_after_the_quoted_line():
-    sub = ROOT / "tests" / "submissions" / "npu_matmul" / "l0c_overflow.py"
+    sub = Folder("npu-matmul", "wrong") / "l0c_overflow.py"
     first = get_spec_class("npu-matmul")().cases(HiddenCases())[0].name
     rep = grade("npu-matmul", sub, run_performance=False, only=lambda c: c.name == first)
     err = rep.cases[0].error
