@@ -1,0 +1,153 @@
+"""Compile a simulated kernel to PTX (:func:`compile_kernel`) and say whether one can here.
+
+The entry points of :mod:`kernellab.sim.ptx`: :func:`compile_kernel` (signature from the
+arguments, function pickled by value, caches, the helper), :func:`ptx_available`,
+:func:`close`, and :class:`PTXResult`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import pickle
+
+from kernellab.sim.ptx.cache import (
+    _disk_load, _disk_store, _memory, _memory_lock, _versions,
+)
+from kernellab.sim.ptx.counts import static_counts
+from kernellab.sim.ptx.helper import _helper
+from kernellab.sim.ptx.messages import PTXToolError, _compile_error
+from kernellab.sim.ptx.pickling import _dumps_function, _python_function
+from kernellab.sim.ptx.signature import signature_of
+
+#: Compute capability compiled for when the caller does not say: 8.0 (A100, sm_80).
+DEFAULT_CC = (8, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class PTXResult:
+    """One kernel compiled to PTX.
+
+    ``kernel``: the Python function's ``__name__``; ``cc``: ``(major, minor)``; ``signature``:
+    the numba argument types as text (``"(array(float32, 2d, C), int64)"``); ``ptx``: the PTX
+    module text; ``counts``: :func:`static_counts` of it; ``seconds``: how long the compiler took
+    when this PTX was produced (kept for cache hits); ``cache``: ``None`` when compiled by this
+    call, ``"memory"`` or ``"disk"`` when it came from a cache.
+    """
+
+    kernel: str
+    cc: tuple
+    signature: str
+    ptx: str = dataclasses.field(repr=False)
+    counts: dict = dataclasses.field(repr=False)
+    seconds: float
+    cache: str | None = None
+
+
+def _normalise_cc(cc) -> tuple:
+    try:
+        major, minor = (int(x) for x in cc)
+    except (TypeError, ValueError):
+        raise ValueError(f"cc must be (major, minor), got {cc!r}") from None
+    return (major, minor)
+
+
+def compile_kernel(kernel, args, cc=DEFAULT_CC, *, lineinfo: bool = False,
+                   use_cache: bool = True) -> PTXResult:
+    """Compile a kernel for a GPU (PTX) as it would be launched with ``args``.
+
+    ``kernel``: a simulator ``@cuda.jit`` object (``FakeCUDAKernel``; its ``.fn`` is compiled,
+    with its ``fastmath``; ``device=True`` ones as device functions) or a plain Python function.
+    ``args``: the launch arguments (see :func:`signature_of`; numba types are accepted as is).
+    ``cc``: compute capability ``(major, minor)``, default :data:`DEFAULT_CC` (sm_80).
+    ``lineinfo``: ask for ``.loc`` line directives in the PTX. ``use_cache``: consult and fill
+    the in-memory and on-disk caches (module docstring).
+
+    Returns a :class:`PTXResult`. Raises :class:`GPUCompileError` when numba-cuda's compiler
+    rejects the kernel (message: the kernel's name, cc, signature and the trimmed compiler
+    message with the kernel source line; attributes ``kernel``, ``compiler_message`` (untrimmed),
+    ``error_type``, ``location`` ``(filename, line)`` or ``None``); :class:`PTXToolError` when the
+    check cannot run; :class:`TypeError` for an argument numba cannot type.
+    """
+    fn, device, fastmath = _python_function(kernel)
+    cc = _normalise_cc(cc)
+    sig = signature_of(args)
+    name = fn.__name__
+    sig_text = "(" + ", ".join(str(t) for t in sig) + ("," if len(sig) == 1 else "") + ")"
+    fn_bytes = _dumps_function(fn)
+    options = {"cc": cc, "device": device, "fastmath": fastmath, "lineinfo": bool(lineinfo)}
+    h = hashlib.sha256(fn_bytes)
+    h.update(repr((sig_text, sorted(options.items(), key=lambda kv: kv[0]))).encode())
+    key = h.hexdigest()
+
+    if use_cache:
+        with _memory_lock:
+            hit = _memory.get(key)
+        if isinstance(hit, PTXResult):
+            return dataclasses.replace(hit, counts=dict(hit.counts), cache="memory")
+        if isinstance(hit, tuple):
+            raise _compile_error(*hit)
+        disk_key = hashlib.sha256((key + repr(_versions())).encode()).hexdigest()
+        entry = _disk_load(disk_key)
+        if entry is not None:
+            result = PTXResult(kernel=name, cc=cc, signature=sig_text, ptx=entry["ptx"],
+                               counts=static_counts(entry["ptx"]),
+                               seconds=float(entry.get("seconds", 0.0)))
+            with _memory_lock:
+                _memory[key] = result
+            return dataclasses.replace(result, counts=dict(result.counts), cache="disk")
+
+    try:
+        sig_bytes = pickle.dumps(sig, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        raise PTXToolError(f"cannot send the signature {sig_text} to the helper: {exc}") from exc
+    reply = _helper.request({"op": "compile", "name": name, "fn": fn_bytes, "sig": sig_bytes,
+                             **options})
+    if not reply.get("ok"):
+        if reply.get("kind") != "compile":
+            raise PTXToolError(f"the GPU compile helper could not take kernel {name!r}: "
+                               f"{reply.get('message')}")
+        err = (name, cc, sig_text, reply.get("etype", "Error"), reply.get("message", ""),
+               tuple(reply["loc"]) if reply.get("loc") else None)
+        if use_cache:
+            with _memory_lock:
+                _memory[key] = err
+        raise _compile_error(*err)
+
+    result = PTXResult(kernel=name, cc=cc, signature=sig_text, ptx=reply["ptx"],
+                       counts=static_counts(reply["ptx"]), seconds=float(reply["seconds"]))
+    if use_cache:
+        with _memory_lock:
+            _memory[key] = result
+        _disk_store(disk_key, {"ptx": result.ptx, "kernel": name, "cc": list(cc),
+                               "signature": sig_text, "seconds": result.seconds,
+                               "versions": list(_versions())})
+    return dataclasses.replace(result, counts=dict(result.counts))
+
+
+_available: list = []
+
+
+def ptx_available() -> tuple[bool, str]:
+    """Whether kernels can be compiled to PTX here: ``(True, "NVVM 2.0 ... ")`` or ``(False,
+    reason)``. Starts the compile helper (once per process: it imports numba-cuda in real
+    mode and loads NVVM); the answer is remembered."""
+    if not _available:
+        try:
+            info = _helper.ensure_started()
+            v = info.get("versions", {})
+            _available.append((True, f"numba-cuda {v.get('numba-cuda', '?')}, NVVM "
+                                     f"{info.get('nvvm')} (nvidia-nvvm "
+                                     f"{v.get('nvidia-nvvm', '?')}), compile helper pid "
+                                     f"{info.get('pid')}"))
+        except PTXToolError as exc:
+            _available.append((False, str(exc)))
+    return _available[0]
+
+
+def close() -> None:
+    """Stop the compile helper (it restarts on the next compile) and forget a failed start.
+    Idempotent."""
+    _helper.close()
+    if _available and not _available[0][0]:
+        _available.clear()  # ask again next time
