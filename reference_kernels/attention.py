@@ -152,12 +152,12 @@ def fused_rounding_bound(Q, K, V, causal: bool = False, u: float = 2.0 ** -24) -
     * o / l: a reciprocal and a multiply, plus the float64 reference: 3 u |O_i|.
 
     The output's own rounding to its dtype is not included (FlashAttention's rule has a
-    one-ulp floor for it). The bound is a worst case over the terms' signs: on random data a
-    float32 kernel's error is some 20-50 times smaller, and next to FlashAttention's measured
-    part (2 x a plain float32 attention's error) the bound is tens of times larger -- it is
-    the float32 tolerance, while a float32 kernel that keeps P, or reads V, in float16 still
-    misses it several times over (``tests/test_grader_flash_attention.py``). Fully masked rows contribute nothing. Raises ValueError unless Q, K,
-    V share one 4-D shape."""
+    one-ulp floor for it). The bound is a worst case over the terms' signs, so on random data
+    a float32 kernel's error sits far below it, and below FlashAttention's measured part (2 x a
+    plain float32 attention's error) too: the bound is in effect the float32 tolerance, which a
+    float32 kernel that keeps P, or reads V, in float16 still misses
+    (``tests/test_grader_flash_attention.py``). Fully masked rows contribute nothing. Raises
+    ValueError unless Q, K, V share one 4-D shape."""
     Q, K, V = (x.astype(np.float64) for x in _check(Q, K, V))
     B, H, N, d = Q.shape
     scale = 1.0 / math.sqrt(d)

@@ -2,9 +2,9 @@
 
 Affine quantisation (Jacob et al., "Quantization and Training of Neural Networks for Efficient
 Integer-Arithmetic-Only Inference", CVPR 2018, arXiv:1712.05877, §2.1; gemmlowp
-``doc/quantization.md``): a real value r is represented by an integer q with a real scale S > 0
-and an integer zero point Z, r = S (q - Z). *Symmetric* quantisation has Z = 0 and, on the
-narrow int8 range [-127, 127], S = max|x| / 127.
+``doc/quantization.md``, https://github.com/google/gemmlowp): a real value r is represented by an
+integer q with a real scale S > 0 and an integer zero point Z, r = S (q - Z). *Symmetric*
+quantisation has Z = 0 and, on the narrow int8 range [-127, 127], S = max|x| / 127.
 
 The course's exact rounding rule (the ``int8-linear`` lab grades it bit for bit):
 ``q = clip(rint(x / S), -127, 127)`` with ``x / S`` computed in float32 (one IEEE division,
@@ -84,8 +84,9 @@ def dequantize_linear_golden(Xq, x_scales, Wq, w_scales, bias) -> np.ndarray:
     bias, in float64. Xq (M, K) int8, x_scales (M,), Wq (N_out, K) int8, w_scales (N_out,),
     bias (N_out,). Returns float64 (M, N_out)."""
     acc = int_gemm_golden(Xq, np.asarray(Wq).T).astype(np.float64)
-    return (acc * np.asarray(x_scales, np.float64)[:, None] * np.asarray(w_scales, np.float64)[None, :]
-            + np.asarray(bias, np.float64)[None, :])
+    x_s = np.asarray(x_scales, np.float64)[:, None]
+    w_s = np.asarray(w_scales, np.float64)[None, :]
+    return acc * x_s * w_s + np.asarray(bias, np.float64)[None, :]
 
 
 def sqnr_db(ref: np.ndarray, approx: np.ndarray) -> float:

@@ -21,11 +21,12 @@ the same frozen card, so an assumed constant never makes a lab unsolvable.
     print(res.summary()); res.trace.gantt("aiv0"); res.trace.to_chrome("add.json")
 
 Two phases (the trace -> pipe scheduler structure of Huawei PTO-ISA's perf-sim design,
-``include/pto/costmodel/PERF_SIM_DESIGN.md``): the kernel runs once per block, executing every
-call with NumPy in program order and recording it (:mod:`~kernellab.npu.asc`,
-:mod:`~kernellab.npu.record`); then :mod:`~kernellab.npu.timing` replays the records on the
-machine card (:mod:`~kernellab.npu.machine`): in-order pipes ordered by the flags the queues lower
-to, DMA with latency and per-core caps, HBM shared by water-filling, an LRU L2.
+``include/pto/costmodel/PERF_SIM_DESIGN.md`` in https://gitcode.com/cann/pto-isa): the kernel runs
+once per block, executing every call with NumPy in program order and recording it
+(:mod:`~kernellab.npu.asc`, :mod:`~kernellab.npu.record`); then :mod:`~kernellab.npu.timing`
+replays the records on the machine card (:mod:`~kernellab.npu.machine`): in-order pipes ordered by
+the flags the queues lower to, DMA with latency and per-core caps, HBM shared by water-filling, an
+LRU L2.
 
 Modules: ``machine`` (cards, ``platform_info``, ``use_machine``), ``tensors`` (positions,
 GM/local tensors), ``memory`` (on-chip buffers, GM), ``runtime`` (per-block context, queue

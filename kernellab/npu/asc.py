@@ -1,8 +1,8 @@
 """The student-facing kernel API: Ascend-C-style names in snake_case (as Huawei's pyasc writes
 them), re-implemented from the public concepts (Ascend C programming guide on hiascend.com: "Basic
 Architecture" atlas_ascendc_10_0007, "Memory Management and Synchronization Control"
-atlas_ascendc_10_0027; hicann/pyasc ``docs/python-api/language/fwk.md``). Import it as
-``from kernellab.npu import asc``.
+atlas_ascendc_10_0027; pyasc's ``docs/python-api/language/fwk.md``,
+https://github.com/hicann/pyasc). Import it as ``from kernellab.npu import asc``.
 
 Every call (1) checks its legality and raises a :mod:`kernellab.npu.errors` error naming your
 source line, (2) does its work on NumPy-backed memories immediately, in program order, and

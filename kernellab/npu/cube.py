@@ -1,8 +1,9 @@
 """The cube unit's instructions of :mod:`kernellab.npu.asc` (re-exported there; students call
-them as ``asc.mmad`` ...): :func:`load_data` (L1 -> L0A/L0B on MTE1), :func:`mmad` (on the cube,
-pipe M: C = A·B or C += A·B into L0C, fp16/bf16 -> fp32, int8 -> int32) and :func:`fixpipe`
-(L0C -> GM on FIX). Sources: Ascend C programming guide (hiascend.com), "Matrix Programming"
-(LoadData, Mmad, Fixpipe); hicann/pyasc ``docs/python-api``.
+them as ``asc.mmad`` ...): :func:`load_data` (L1 -> L0A/L0B on MTE1), :func:`mmad` (on the
+cube, pipe M: C = A·B or C += A·B into L0C, fp16/bf16 -> fp32, int8 -> int32) and
+:func:`fixpipe` (L0C -> GM on FIX). Sources: Ascend C programming guide (hiascend.com), "Matrix
+Programming" (LoadData, Mmad, Fixpipe); pyasc's ``docs/python-api``,
+https://github.com/hicann/pyasc.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""The data movement instructions of :mod:`kernellab.npu.asc` (re-exported there; students
-call them as ``asc.data_copy`` ...): :func:`data_copy` (GM->UB and GM->L1 on MTE2, UB->GM on
-MTE3; ``nd2nz=`` a :class:`Nd2NzParams` for a 2-D block into L1's fractal layout) and
-:func:`data_copy_pad` (any length, GM<->UB). Sources: Ascend C programming guide (hiascend.com),
-"Data Movement" (DataCopy, DataCopyPad, Nd2NzParams); hicann/pyasc ``docs/python-api``.
+"""The data movement instructions of :mod:`kernellab.npu.asc` (re-exported there; students call
+them as ``asc.data_copy`` ...): :func:`data_copy` (GM->UB and GM->L1 on MTE2, UB->GM on MTE3;
+``nd2nz=`` a :class:`Nd2NzParams` for a 2-D block into L1's fractal layout) and
+:func:`data_copy_pad` (any length, GM<->UB). Sources: Ascend C programming guide
+(hiascend.com), "Data Movement" (DataCopy, DataCopyPad, Nd2NzParams); pyasc's
+``docs/python-api``, https://github.com/hicann/pyasc.
 """
 
 from __future__ import annotations

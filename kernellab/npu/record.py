@@ -6,9 +6,9 @@ repeats, fractal counts: the machine card turns them into cycles in :mod:`kernel
 so a run can be re-timed on a what-if card without re-running the NumPy work), which flag it sets
 or waits for, and the user's source line.
 
-Pipes (CCE intrinsic guide, "pipe types" (流水类型介绍), hiascend cceapi_0104): ``S`` scalar, ``MTE2``
-GM->{UB, L1}, ``MTE1`` L1->L0A/L0B, ``M`` cube, ``V`` vector, ``MTE3`` UB->GM, ``FIX`` L0C->GM.
-Their order in :data:`PIPES` is the timing engine's tie-break order.
+Pipes (CCE intrinsic guide, "pipe types" (流水类型介绍), hiascend cceapi_0104): ``S`` scalar,
+``MTE2`` GM->{UB, L1}, ``MTE1`` L1->L0A/L0B, ``M`` cube, ``V`` vector, ``MTE3`` UB->GM,
+``FIX`` L0C->GM. Their order in :data:`PIPES` is the timing engine's tie-break order.
 """
 
 from __future__ import annotations

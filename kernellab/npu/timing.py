@@ -1,7 +1,8 @@
 """Phase B: deterministic event-driven timing replay of the recorded streams.
 
 The per-pipe replay of a recorded trace follows the structure of Huawei PTO-ISA's perf-sim
-design (``include/pto/costmodel/PERF_SIM_DESIGN.md``); the constants are the machine card's.
+design (``include/pto/costmodel/PERF_SIM_DESIGN.md`` in https://gitcode.com/cann/pto-isa); the
+constants are the machine card's.
 
 The model
 ---------

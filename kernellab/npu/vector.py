@@ -3,7 +3,8 @@ them as ``asc.add`` ...), count form, on the V pipe, operands in UB and 32 B-ali
 (add, sub, mul, div, max, min), with a scalar (adds, muls, maxs, mins), unary (exp, ln, sqrt,
 rsqrt, reciprocal, abs, relu), cast, duplicate, reduce_sum, reduce_max. Arithmetic in float32,
 rounded to the destination dtype. Sources: Ascend C programming guide (hiascend.com), "Vector
-Programming" and the vector-compute API pages; hicann/pyasc ``docs/python-api``.
+Programming" and the vector-compute API pages; pyasc's ``docs/python-api``,
+https://github.com/hicann/pyasc.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Affine quantisation (Jacob et al., "Quantization and Training of Neural Networks for Efficient
 Integer-Arithmetic-Only Inference", CVPR 2018, arXiv:1712.05877, §2.1, eq. (1); gemmlowp
-``doc/quantization.md``): a real value r is stored as an integer q with a real scale S > 0 and
-an integer zero point Z that represents real 0 exactly, r = S (q - Z).
+``doc/quantization.md``, https://github.com/google/gemmlowp): a real value r is stored as an
+integer q with a real scale S > 0 and an integer zero point Z that represents real 0 exactly, r = S
+(q - Z).
 
 * **symmetric**: Z = 0 on the narrow int8 range [-127, 127], S = max|x| / 127 — the course's
   rule of :mod:`reference_kernels.quant` (``rint`` of a float32 ``x / S``, half to even),
@@ -23,14 +24,14 @@ Integer GEMM: int8 x int8 products summed exactly in int32 (:func:`int32_safe_k`
 which K that cannot overflow); the zero points' cross terms are separate, precomputable sums
 (Jacob et al. §2.3, eq. (7)-(8)): :func:`cross_terms`, :func:`affine_int_gemm`.
 
-Requantisation (Jacob et al. §2.2; gemmlowp ``fixedpoint/fixedpoint.h`` and
-``doc/output.md``; TFLite ``QuantizeMultiplier`` / ``MultiplyByQuantizedMultiplier``): the int32
-accumulator (plus an int32 bias at scale S_a S_w) is multiplied by the real number
-M = S_a S_w / S_out, held as a Q31 int32 mantissa M0 in [2^30, 2^31) and a power-of-two shift
-(:func:`quantize_multiplier`), with a *saturating rounding doubling high multiply*
-(:func:`srdhm`) and a *rounding right shift* (:func:`rounding_divide_by_pot`); then the output
-zero point is added and the result clamped. Everything here is exact integer arithmetic in numpy
-int64 on values that fit int32, so it does what int32 hardware does, bit for bit.
+Requantisation (Jacob et al. §2.2; gemmlowp ``fixedpoint/fixedpoint.h`` and ``doc/output.md``,
+https://github.com/google/gemmlowp; TFLite ``QuantizeMultiplier`` /
+``MultiplyByQuantizedMultiplier``): the int32 accumulator (plus an int32 bias at scale S_a S_w) is
+multiplied by the real number M = S_a S_w / S_out, held as a Q31 int32 mantissa M0 in [2^30, 2^31)
+and a power-of-two shift (:func:`quantize_multiplier`), with a *saturating rounding doubling high
+multiply* (:func:`srdhm`) and a *rounding right shift* (:func:`rounding_divide_by_pot`); then the
+output zero point is added and the result clamped. Everything here is exact integer arithmetic in
+numpy int64 on values that fit int32, so it does what int32 hardware does, bit for bit.
 """
 
 from __future__ import annotations

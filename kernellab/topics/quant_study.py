@@ -63,9 +63,9 @@ def layer_data(M: int = 256, K: int = 4096, N: int = 512, *, outlier_factor: flo
 def w8a8_linear(X: np.ndarray, W: np.ndarray, x_granularity: str = "tensor") -> np.ndarray:
     """Y ~= X W^T through int8: W symmetric per output channel, X symmetric per tensor
     (``"tensor"``) or per token (``"token"``); the int8 GEMM exact
-    (:func:`kernellab.topics.quant.int_gemm_exact`), then scaled by S_x[m] S_w[n] in float64 (the same
-    arithmetic as :func:`reference_kernels.quant.dequantize_linear_golden`). X (M, K), W
-    (N, K) float32; returns float64 (M, N)."""
+    (:func:`kernellab.topics.quant.int_gemm_exact`), then scaled by S_x[m] S_w[n] in float64
+    (the same arithmetic as :func:`reference_kernels.quant.dequantize_linear_golden`). X (M, K),
+    W (N, K) float32; returns float64 (M, N)."""
     xq = quantize(X, granularity=x_granularity)
     wq = quantize(W, granularity="channel")
     acc = int_gemm_exact(xq.q, wq.q.T).astype(np.float64)

@@ -11,7 +11,8 @@ as a multiple of it.
   set-up of the anchors' measurement (N(0, 1) data and filter, error normalised by
   max|d| max|g|), whose ratios are :data:`REFERENCE_1D_RATIOS`;
 * :func:`error_2d` — a whole layer, F(m x m, 3 x 3) with the channel sum, through
-  :func:`kernellab.kernels.conv_cpu.winograd_reference` / ``reference_kernels.conv.conv2d_direct_rounded``;
+  :func:`kernellab.kernels.conv_cpu.winograd_reference` /
+  ``reference_kernels.conv.conv2d_direct_rounded``;
 * :func:`study` — both over m in (2, 4, 6) x {standard, alternative points} x {FP32, FP16};
 * :func:`plot_errors` — the chart.
 
