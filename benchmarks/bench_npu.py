@@ -10,9 +10,10 @@ NPU labs.
    made once; the result check comes after).
 2. **Grading time**: the wall time of ``kernellab grade <lab> <solution>`` for each NPU lab
    (``npu-vector-add``: ``solutions/07a_npu_vector_add.ipynb``, ``npu-matmul``:
-   ``solutions/07b_npu_matmul.ipynb``), run in a child process pinned to 2 CPUs where the OS
-   allows it (``os.sched_setaffinity``). Goal (issue 5): under 30 s each. A lab that is not
-   registered yet, or whose solution notebook is missing, is skipped with a message.
+   ``solutions/07b_npu_matmul.ipynb``), run in a child process pinned to 2 CPUs where the OS allows
+   it (``os.sched_setaffinity``). Goal: under 30 s each, the budget of every lab's grading on the
+   course's 2-core machines. A lab that is not registered yet, or whose solution notebook is
+   missing, is skipped with a message.
 
 Prints a table and writes ``benchmarks/results/npu.json``. A benchmark never fails a build: the
 exit status is 0 whatever the timings or verdicts (a failed grading is reported in the table).

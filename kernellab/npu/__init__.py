@@ -1,7 +1,7 @@
-"""``kernellab.npu``: an Ascend-C-style AI-core simulator with a deterministic cost model
-(issue 5). Students write kernels in Python with Ascend C *concepts* and public API
-names in snake_case (re-implemented; this is not Ascend C), run them on NumPy, and get a cycle
-count, a per-pipe trace and roofline figures that are the same on every machine.
+"""``kernellab.npu``: an Ascend-C-style AI-core simulator with a deterministic cost model. Students
+write kernels in Python with Ascend C *concepts* and public API names in snake_case
+(re-implemented; this is not Ascend C), run them on NumPy, and get a cycle count, a per-pipe trace
+and roofline figures that are the same on every machine.
 
 Fidelity target: performance *trends and bottlenecks* (overlap, latency hiding, bandwidth and
 compute bounds, alignment and tile-size effects, multi-core scaling to the HBM roof) match a

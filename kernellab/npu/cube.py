@@ -95,9 +95,8 @@ _BLAS = None
 def _one_blas_thread():
     """A context in which NumPy's BLAS runs on one thread (``threadpoolctl``; a no-op without
     it). ``mmad``'s products are small (at most an L0 tile), and a multi-threaded BLAS pays a
-    thread hand-off per call: on a 2-core machine with the other core busy, 1000 float64
-    products of 128x64 by 64x128 took 8 s with OpenBLAS's default threads and 0.05 s with one.
-    The thread count does not change the results (OpenBLAS splits the output, not K)."""
+    thread hand-off per call, which on a machine whose other cores are busy costs far more than
+    the product (``make bench-npu`` times the cube matmul that calls it). The thread count does not change the results (OpenBLAS splits the output, not K)."""
     global _BLAS
     if _BLAS is None:
         try:

@@ -42,7 +42,7 @@ PROVENANCE: dict[str, tuple[str, str, str]] = {
     "n_aiv": ("cores", "S", "Ascend910B2.ini vector_core_cnt=48 (1 AIC : 2 AIV)"),
     "aiv_per_aic": ("", "S", "split architecture, KERNEL_TYPE_MIX_AIC_1_2"),
     "ub_bytes": ("B", "S", "ini ub_size=196608; Catlass AtlasA2 UB_SIZE"),
-    "ub_reserved": ("B", "S", "tilelang-ascend codegen uses 196352 (issue #298)"),
+    "ub_reserved": ("B", "S", "tilelang-ascend issue #298: its codegen uses 196352"),
     "l1_bytes": ("B", "S", "ini l1_size=524288; Catlass AtlasA2"),
     "l1_reserved": ("B", "S", "GetCoreMemSize reports 524032 (tilelang-ascend issue #489)"),
     "l0a_bytes": ("B", "S", "ini l0_a_size; Catlass AtlasA2 L0A_SIZE"),
