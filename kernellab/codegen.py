@@ -1,70 +1,51 @@
 """LLVM code-generation profiles for Numba, scoped to the process that asks for them.
 
 Chapter 1's packed GEMM (:mod:`kernellab.kernels.gemm_cpu`, v4/v5) only reaches numpy/OpenBLAS
-speed when LLVM's SLP vectoriser is on, which Numba does not do by default. The profile
-``fast_gemm`` (:data:`FAST_GEMM`) sets:
+speed when LLVM's SLP vectoriser is on, which Numba does not do by default. Profiles
+(:data:`PROFILES`): ``default`` is Numba's own behaviour (:data:`DEFAULT`); ``fast_gemm``
+(:data:`FAST_GEMM`) sets
 
-* ``NUMBA_SLP_VECTORIZE=1``: the register micro-kernel keeps its mr x nr accumulators in
-  unrolled scalar variables (Numba has no vector type); LLVM's superword-level-parallelism (SLP)
-  vectoriser is the pass that packs them into vector registers (6 x 64 fp32 -> 24 zmm registers,
-  24 ``vfmadd231ps`` per k step). With SLP off the hot loop is 384 scalar ``vfmadd231ss``.
-  Measured, fp32 N=1024, 2 threads, course machine (2-core Zen 4 VM): v5 about 200 GFLOP/s
-  (about 100-110% of numpy) with it, 12 GFLOP/s (6%) without.
-* ``NUMBA_LOOP_VECTORIZE=1`` (Numba's default, kept): an earlier prototype switched the loop
-  vectoriser off; measured here that changes nothing for v4/v5 (105 vs 106 GFLOP/s v4, 201 vs
-  200 v5: with ``fastmath={'contract'}`` and no reassociation the loop vectoriser cannot touch
-  the micro-kernel's k loop) but makes v2/v3 scalar (35 -> 7 GFLOP/s).
-* ``NUMBA_CPU_FEATURES`` = the host's features plus ``-prefer-256-bit`` (only on CPUs with
-  AVX-512): LLVM's tuning for Intel server cores (Skylake-SP and later) prefers 256-bit vectors,
-  so there its vectorisers emit ``ymm`` only; the flag lifts that. LLVM's Zen 4 tuning has no
-  such preference: on the course machine (LLVM 22 in llvmlite 0.50) ``zmm`` FMAs are emitted
-  under Numba's defaults too, and the flag measured no difference (v5 196 vs 200 GFLOP/s).
-  The CPU features are part of Numba's cache key, so this also keeps the profile's cache apart.
-* ``NUMBA_OPT=3`` pinned, so that a ``NUMBA_OPT=max`` exported by the user cannot change what
-  the profile means (measured: ``max`` on top of the profile gave the same speed, 196 GFLOP/s;
-  the earlier prototype's "max undoes the settings" did not reproduce).
+* ``NUMBA_SLP_VECTORIZE=1``: the micro-kernel's mr x nr accumulators are unrolled scalar
+  variables (Numba has no vector type); the superword-level-parallelism vectoriser is the pass
+  that packs them into vector registers (else the hot loop stays scalar ``vfmadd231ss``);
+* ``NUMBA_LOOP_VECTORIZE=1``, Numba's default, kept: v2, v3 and the packing loops need it;
+* ``NUMBA_CPU_FEATURES`` = the host's features plus ``-prefer-256-bit`` on AVX-512 CPUs: LLVM's
+  Intel server tunings prefer 256-bit vectors (``ymm`` only); its Zen tunings do not, so there
+  the flag changes nothing. The features are in Numba's cache key, which also keeps the
+  profile's cache apart;
+* ``NUMBA_OPT=3``, pinned, so that an exported ``NUMBA_OPT`` cannot change what it means.
 
-The other levers are in the kernel code, not here (measured, fp32 N=1024): unsigned (uint64)
-indices in the hot code (with int64 indices Numba's negative-index wraparound turns the
-micro-kernel's B loads into ``vgatherqps`` gathers: v4 20 instead of 105 GFLOP/s), FMA
-contraction (``fastmath={'contract'}``), and the accumulators stored to a flat scratch tile
-before the clipped write-back. Unrolling the k loop (x2, x4) gained nothing measurable and
-tripled the compile time.
+Chapter 1, section 6, shows the FMAs each profile makes LLVM emit and times v4/v5 under both;
+``make bench`` times the ladder under ``fast_gemm``. The levers in the kernel code itself
+(uint64 indices, ``fastmath={'contract'}``, a flat scratch tile) are in
+:mod:`~kernellab.kernels.gemm_cpu`.
 
 Why opt-in and process-scoped
 -----------------------------
 Numba switched SLP vectorisation off by default because LLVM's SLP vectoriser miscompiled real
 code (numba/numba PR #8852, "Disable SLP vectorisation due to miscompilations", xref issues
-#8705 and #8681; Numba's own SLP unit test runs in a subprocess for that reason). The setting is
-global to the process: every function compiled after it is switched on is compiled with it.
-So the fast profile is only for processes that ask for it (the GEMM benchmark, a chapter-1 demo
-kernel process, the grader's speed run), and the correctness tests run the kernels in a
-subprocess under this profile: the tests are the guard against a miscompilation.
+#8705 and #8681). The setting is global to the process: every function compiled after it is
+switched on is compiled with it. So only processes that ask for it use it (the GEMM benchmark,
+chapter 1, the grader's speed run), and the correctness tests run the kernels in a subprocess
+under it: the tests are the guard against a miscompilation.
 
-When the settings take effect (measured, numba 0.68.1)
-------------------------------------------------------
-* Numba reads ``NUMBA_*`` variables into ``numba.core.config`` at import, and again whenever
-  ``numba.core.config.reload_config()`` runs; the compiler calls it at the start of every
-  compilation.
-* ``NUMBA_SLP_VECTORIZE`` / ``NUMBA_LOOP_VECTORIZE`` are read per compilation (pass-builder
-  options), so changing them mid-process silently changes every function compiled afterwards.
-* ``NUMBA_CPU_FEATURES`` and ``NUMBA_OPT`` are frozen into the CPU code generator (the LLVM
-  target machine) when it is created, which happens when the first ``@njit`` function is
-  *defined* (the dispatcher builds the CPU target context), i.e. before the compiler's own
-  ``reload_config()``. Setting them in ``os.environ`` after ``import numba`` therefore needs an
-  explicit ``reload_config()`` (this module does it), and once any ``@njit`` function exists it is
-  too late: :func:`apply` then raises :class:`RuntimeError` instead of half-applying a profile.
-* ``NUMBA_CACHE_DIR`` is bound to a function's on-disk cache when ``@njit(cache=True)`` is
-  applied, so it too must be set before the kernels' modules are imported.
-
-Cache key (measured): a function cached by ``@njit(cache=True)`` under Numba's defaults was
-loaded from the cache, not recompiled, in a process with ``NUMBA_SLP_VECTORIZE=1`` (likewise
-with ``NUMBA_OPT=0`` or ``max``): the index key is the signature, the target triple, the CPU
-name and *features* and the bytecode hash (``numba/core/caching.py``, ``_index_key`` and
-``CPUCodegen.magic_tuple``), not the optimisation settings. A kernel cached under one profile
-would silently be reused under the other, so each profile gets its own ``NUMBA_CACHE_DIR``
-(:func:`cache_dir`, under ``.kernellab-cache/`` at the project root, or
-``$KERNELLAB_CACHE_DIR``).
+When the settings take effect (numba 0.68)
+------------------------------------------
+* ``NUMBA_*`` variables are read into ``numba.core.config`` at import and by
+  ``numba.core.config.reload_config()``, which the compiler calls at the start of every
+  compilation; ``NUMBA_SLP_VECTORIZE`` / ``NUMBA_LOOP_VECTORIZE`` are pass-builder options read
+  per compilation, so changing them mid-process silently changes every later function.
+* ``NUMBA_CPU_FEATURES`` and ``NUMBA_OPT`` are frozen into the LLVM target machine when the
+  first ``@njit`` function is *defined*: after ``import numba`` this module calls
+  ``reload_config()`` itself, and once any ``@njit`` function exists :func:`apply` raises
+  :class:`RuntimeError` instead of half-applying a profile.
+* ``NUMBA_CACHE_DIR`` is bound when ``@njit(cache=True)`` is applied, so it too must be set
+  before the kernels' modules are imported.
+* The on-disk cache's key is the signature, target triple, CPU name and features and the
+  bytecode hash (``numba/core/caching.py``, ``_index_key``; ``CPUCodegen.magic_tuple``), not
+  the optimisation settings: a kernel cached under one profile would be reused under the other,
+  so each profile has its own ``NUMBA_CACHE_DIR`` (:func:`cache_dir`, under
+  ``.kernellab-cache/`` at the project root, or ``$KERNELLAB_CACHE_DIR``).
 
 Use
 ---

@@ -21,9 +21,10 @@ def gemm_shapes(A, B, C) -> tuple[int, int, int]:
 
 
 def int8_gemm_operands(A, B, C):
-    """Check an int8 GEMM call C = A @ B (A (M, K) int8, B (K, N) int8, C (M, N) int32 numpy, written
-    in place) and return (A, B) as numpy arrays and (M, N, K). Raises TypeError if C is not a
-    numpy array; ValueError for bad shapes or dtypes, a read-only C, or a C overlapping A/B."""
+    """Check an int8 GEMM call C = A @ B (A (M, K) int8, B (K, N) int8, C (M, N) int32 numpy,
+    written in place) and return (A, B) as numpy arrays and (M, N, K). Raises TypeError if C is
+    not a numpy array; ValueError for bad shapes or dtypes, a read-only C, or a C overlapping
+    A/B."""
     import numpy as np
 
     if not isinstance(C, np.ndarray):

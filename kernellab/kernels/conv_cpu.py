@@ -29,8 +29,8 @@ Versions (what each one changes; effective GFLOP/s = direct-convolution FLOPs / 
                        144 multiplications (4x), larger transforms (entries up to 8 and 1/24).
 
 The transforms come from :func:`kernellab.topics.winograd.transforms` (Cook–Toom, exact rationals,
-checked symbolically), each entry rounded once to float32; the Winograd stages apply them as sparse rows
-(only the non-zero entries), so the generic code costs what hand-written F(2x2, 3x3) code does
+checked symbolically), each entry rounded once to float32; the Winograd stages apply them as sparse
+rows (only the non-zero entries), so the generic code costs what hand-written F(2x2, 3x3) code does
 up to the multiplications by +-1.
 
 Also here: :func:`winograd_stages` (the time of each stage of v3/v4 and its arithmetic
@@ -411,8 +411,12 @@ def apply_rounded(M, src, axis: int, dtype):
         for j, coef in enumerate(row):
             if coef == 0:
                 continue
-            term = src[j] if coef == 1 else (-src[j] if coef == -1 else
-                                             (as_array(((coef,),), dtype)[0, 0] * src[j]).astype(dtype))
+            if coef == 1:
+                term = src[j]
+            elif coef == -1:
+                term = -src[j]
+            else:
+                term = (as_array(((coef,),), dtype)[0, 0] * src[j]).astype(dtype)
             acc = term if acc is None else (acc + term).astype(dtype)
         out.append(acc if acc is not None else np.zeros_like(src[0]))
     return np.moveaxis(np.stack(out), 0, axis)
@@ -434,7 +438,8 @@ def winograd_rounding_depth(m: int, C: int) -> int:
     bound): the filter transform's two sums of at most 3 terms, the input transform's two of at
     most alpha, the product, the channel sum of C, the output transform's two of at most alpha:
     C + 4 alpha + 7 with alpha = m + 2. The K of a K-aware bound
-    (:class:`kernellab.numerics.KAware`) with :func:`kernellab.topics.winograd.abs_bound` as its |A||B|."""
+    (:class:`kernellab.numerics.KAware`) with :func:`kernellab.topics.winograd.abs_bound` as
+    its |A||B|."""
     return C + 4 * (m + 2) + 7
 
 

@@ -26,9 +26,9 @@ Versions (what each one changes; GFLOP/s and % of numpy: ``make bench``)::
                        Van Zee & van de Geijn 2015, §3) over row views: the KC3 x NC3 block of B
                        is reused from L2 by every row of A instead of streaming all of B from
                        memory for each row. Still no register blocking: each C element is loaded
-                       and stored once per k, and that, not B's traffic, bounds the inner loop:
-                       at N=1024 (B fits this machine's 32 MiB L3) v3 is no faster than v2,
-                       which is the case for v4's register tile. Single thread.
+                       and stored once per k, and that, not B's traffic, bounds the inner loop
+                       once B fits the last-level cache, so v3 gains little over v2: the case
+                       for v4's register tile. Single thread.
     v4 packed          the BLIS algorithm: A's mc x kc block is packed into mr-row slivers and
                        B's kc x nc panel into nr-column slivers (contiguous, zero-padded at ragged
                        edges), and an mr x nr register micro-kernel (6 x 64 fp32 / 6 x 32 fp64:
@@ -38,12 +38,12 @@ Versions (what each one changes; GFLOP/s and % of numpy: ``make bench``)::
                        Accumulators go to a flat scratch tile, then to C (clipped at the edges).
                        Unsigned (uint64) indices everywhere: with signed ones, Numba's
                        negative-index wraparound (a select per index) turns the 4 vector loads of
-                       B into 8 gathers (measured: 20 instead of 105 GFLOP/s). Single thread.
+                       B into 8 gathers. Single thread.
     v5 threads         v4 with the (M, N) output split into one block per thread (M first, in
                        whole mr slivers; N too when M has fewer slivers than there are threads),
                        each thread packing its own panels (numba prange). Splitting M, each
                        thread packs half of A and all of B (contiguous copies) rather than all
-                       of A (strided stores): measured equal at N=1024, 4-8% faster at N=512.
+                       of A (strided stores).
 
 v4/v5 need the ``fast_gemm`` code-generation profile (:mod:`kernellab.codegen`: SLP vectoriser
 on, 512-bit vectors allowed) to be fast; under Numba's defaults the micro-kernel stays scalar.
@@ -96,7 +96,7 @@ _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _check(A, B, C):
-    """Validate and normalise the arguments; return (A, B, C_work, C) with A, B, C_work C-ordered."""
+    """Validate and normalise the arguments; return (A, B, C_work, C), A, B, C_work C-ordered."""
     if not isinstance(C, np.ndarray):
         raise TypeError(f"C must be a numpy array (it is written in place), got {type(C).__name__}")
     A = np.asarray(A)
@@ -226,8 +226,11 @@ class Blocking:
             raise ValueError("mc must be a multiple of mr")
 
 
-#: Measured on the course machine (Zen 4, 32 KiB L1d, 1 MiB L2 per core): fp32 6 x 64 with
-#: kc=1024, mc=96 (the prototype's sweep of 6x64/12x32/8x48/4x96, kc 256..1024, mc 48..240).
+#: mr x nr fills the 32 zmm registers with accumulators (6 x 64 fp32 = 24 registers, plus B's
+#: loads and A's broadcasts); kc and mc were chosen by a timing sweep (mr x nr in 6x64, 12x32,
+#: 8x48, 4x96; kc 256..1024; mc 48..240; fp32 N=1024) on a Zen 4 core (32 KiB L1d, 1 MiB L2)
+#: when the ladder was written. The repository does not re-run that sweep: on another core,
+#: edit this table and compare with ``make bench``.
 BLOCKING = {
     np.dtype(np.float32): Blocking(mr=6, nr=64, kc=1024, mc=96, nc=4096),
     np.dtype(np.float64): Blocking(mr=6, nr=32, kc=512, mc=96, nc=2048),
@@ -458,7 +461,8 @@ def kernel_asm(kernel, dtype=np.float32) -> str:
     dispatcher is used; for v4/v5 that is the packed block routine with the micro-kernel
     inlined) or any Numba dispatcher taking ``(A, B, C)``. Numba cannot show the assembly of
     code loaded from its on-disk cache, so this compiles a fresh, uncached copy under the
-    process's current code-generation profile (seconds for v1-v3, about 10 s for v4/v5).
+    process's current code-generation profile (seconds; longest for v4/v5's unrolled
+    micro-kernel).
     """
     disp = getattr(kernel, "jitted", kernel)
     if not hasattr(disp, "py_func"):

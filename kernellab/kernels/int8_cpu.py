@@ -30,12 +30,12 @@ Versions::
                     at the end. The u8 x s8 partial sums can exceed int32 where the s8 x s8 sum
                     does not; modular int32 arithmetic makes the final difference exact anyway.
 
-Which instructions LLVM chose is printed by :func:`asm_report` (the chapter shows it); on the
-course machine (Zen 4, LLVM 22 in llvmlite 0.50, Numba defaults) it was vpmulld for v2,
-vpmovsxbw + vpmaddwd for v3 and vpdpwssd (VNNI's int16 dot product) for v4, on bytes widened
-to int32 lanes (vpmovzxbd / vpmovsxbd), so each instruction does one useful product per lane
-of its two — never vpdpbusd: the int8 VNNI instruction needs the bytes kept as bytes, and LLVM
-widens them first.
+Which instructions LLVM chose is printed by :func:`asm_report` (the chapter shows it for the
+machine it runs on); on a Zen 4 core (LLVM 22 in llvmlite 0.50, Numba defaults) it is vpmulld for
+v2, vpmovsxbw + vpmaddwd for v3 and vpdpwssd (VNNI's int16 dot product) for v4, on bytes widened to
+int32 lanes (vpmovzxbd / vpmovsxbd), so each instruction does one useful product per lane of its
+two — never vpdpbusd: the int8 VNNI instruction needs the bytes kept as bytes, and LLVM widens them
+first.
 
 Sources: Intel 64 and IA-32 Architectures Software Developer's Manual, vol. 2 (VPDPBUSD,
 VPDPWSSD, VPMADDWD, VPMULLD); oneDNN's documentation "Nuances of int8 computations" (the
@@ -153,8 +153,9 @@ def _ex(a_dtype):
     return make
 
 
-gemm_v1 = _make("v1_naive", "naive i, j, k, scalar accumulator (int64: Numba widens int32 products)", _call_v1, _v1,
-                _ex(np.int8))
+gemm_v1 = _make("v1_naive",
+                "naive i, j, k, scalar accumulator (int64: Numba widens int32 products)",
+                _call_v1, _v1, _ex(np.int8))
 gemm_v2 = _make("v2_ikj", "loop order i, k, j: int32 lanes, vectorised by LLVM", _call_v2, _v2,
                 _ex(np.int8))
 gemm_v3 = _make("v3_dot", "B packed as B^T: contiguous int8 dot products (an integer "
