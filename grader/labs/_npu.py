@@ -36,7 +36,10 @@ import dataclasses
 import operator
 import warnings
 
-from grader.spec import LabSpec
+import numpy as np
+
+from grader.labs._timed import TimedCalls
+from grader.spec import LabSpec, RuleResult
 from kernellab.npu import errors as npu_errors
 from kernellab.npu.launch import capture, content_digest
 from kernellab.npu.machine import DEFAULT_MACHINE, get_machine, use_machine
@@ -48,6 +51,8 @@ ONE_CORE = dataclasses.replace(
     CARD, name=f"{CARD.name}-1core",
     description=f"{CARD.description}, cut to 1 AIC + 1 AIV (the one-core timed run)",
     n_aic=1, n_aiv=1)
+#: The timed runs, in order: (tag, card, suffix of the run's array names in the re-check)
+RUNS = (("all_cores", CARD, ""), ("one_core", ONE_CORE, "1"))
 
 #: Longest simulator message kept in a report line, as the worker keeps a hazard's
 #: (:data:`grader.worker.MAX_SIM_MESSAGE`): the NPU errors name the line, say what went wrong,
@@ -253,7 +258,14 @@ def device_problem(info: dict, *, output: tuple, inputs: list, work: tuple,
 
 class NPULab(LabSpec):
     """A lab graded on the ``npu`` tier: kernels written against ``kernellab.npu`` (Ascend-C
-    style), speed from the simulator's modelled cycles (deterministic)."""
+    style), speed from the simulator's modelled cycles (deterministic).
+
+    A lab sets :attr:`output_name` and :attr:`input_names` and defines :meth:`work` (the
+    useful arithmetic of a call), :meth:`arrays_of` (a call's arrays), :meth:`timed_params`
+    (each timed run's parameters) and ``rules_npu``; its ``measure.py`` defines
+    ``measure_npu`` with :func:`timed_runs`. The base checks every call's launches
+    (:func:`device_problem`) and the timed runs' arrays and launches
+    (:meth:`perf_data_check`)."""
 
     tier = "npu"
     allowed_imports = frozenset({"numpy", "math", "kernellab"})
@@ -266,6 +278,7 @@ class NPULab(LabSpec):
     case_timeout_s = 60.0
     first_call_timeout_s = 60.0
     perf_timeout_s = 240.0
+    timed_calls_words = ("the timed calls were", "the timed call's")
 
     #: the output's name and the inputs' names in a case (subclass)
     output_name = ""
@@ -274,6 +287,21 @@ class NPULab(LabSpec):
     def __init__(self):
         # (case name, final output digest, values ok) from check(), for check_call()
         self._last = None
+
+    # ------------------------------------------------------------------------ subclass
+    def work(self, p: dict) -> tuple:
+        """``(flops key, least count, what)`` a call with parameters ``p`` needs, e.g.
+        ``("vector", n, "additions of z = x + y")``."""
+        raise NotImplementedError
+
+    def arrays_of(self, p: dict) -> dict:
+        """A call's arrays with parameters ``p``: ``{name: (shape, dtype)}``, inputs then the
+        output."""
+        raise NotImplementedError
+
+    def timed_params(self, plan: dict, tag: str) -> dict:
+        """The parameters of timed run ``tag`` (:data:`RUNS`) of ``plan``."""
+        raise NotImplementedError
 
     # ------------------------------------------------- how the result was produced
     def call_probe(self, arrays=None):
@@ -288,16 +316,14 @@ class NPULab(LabSpec):
             info.update(capture_dict(cap, CARD))
         return probe()
 
-    def remember_output(self, case, outputs: dict, values_ok: bool) -> None:
-        """Called by :meth:`check`: the digest of the output the caller holds and whether its
-        values passed, for :meth:`check_call` (which sees the probe's figures but not the
-        arrays)."""
+    def check(self, case, data, outputs: dict):
+        """The lab's comparison; remembers the digest of the output the caller holds and
+        whether its values passed, for :meth:`check_call` (which sees the probe's figures but
+        not the arrays)."""
+        cmp = super().check(case, data, outputs)
         out = outputs.get(self.output_name)
-        self._last = (case.name, None if out is None else content_digest(out), bool(values_ok))
-
-    def work(self, case, data) -> tuple:
-        """``(flops key, least count, what)`` the result needs (subclass)."""
-        raise NotImplementedError
+        self._last = (case.name, None if out is None else content_digest(out), bool(cmp.ok))
+        return cmp
 
     def check_call(self, case, data, info: dict | None) -> str | None:
         if not info or info.get("tier") != "npu" or "launches" not in info:
@@ -308,27 +334,93 @@ class NPULab(LabSpec):
             info, output=(self.output_name, last[1] if last else None, out_nbytes),
             inputs=[(k, content_digest(data.inputs[k]), int(data.inputs[k].nbytes))
                     for k in self.input_names],
-            work=self.work(case, data), card_name=CARD.key)
+            work=self.work(case.params), card_name=CARD.key)
         if why and last is not None and not last[2] and why.startswith(INPUT_PROBLEMS):
             # wrong values and an input not read in full (a K tail left out ...): the values'
             # message says more (where, and the lab's hint)
             return None
         return why
 
-    def timed_problem(self, run: dict, arrays: dict, suffix: str, card, work: tuple
-                      ) -> str | None:
-        """:func:`device_problem` for a timed call (grader side, from the re-check's arrays)."""
-        return device_problem(
-            run, output=(self.output_name, content_digest(arrays[self.output_name + suffix]),
-                         int(arrays[self.output_name + suffix].nbytes)),
-            inputs=[(k, content_digest(arrays[k + suffix]), int(arrays[k + suffix].nbytes))
-                    for k in self.input_names],
-            work=work, card_name=card.key)
+    # ------------------------------------------------------------------ timed runs
+    def run_arrays(self, plan: dict) -> dict:
+        """Every timed run's arrays, ``{name + suffix: (shape, dtype)}`` in :data:`RUNS`
+        order (what :meth:`planned` expects back)."""
+        return {name + sfx: spec for tag, _card, sfx in RUNS
+                for name, spec in self.arrays_of(self.timed_params(plan, tag)).items()}
+
+    def perf_data_check(self, plan: dict, recheck: dict, arrays: dict) -> str | None:
+        """The planned parameters and arrays (:meth:`grader.spec.LabSpec.perf_data_check`),
+        then each timed run's launches (:func:`device_problem`, from the re-check's
+        arrays)."""
+        why = super().perf_data_check(plan, recheck, arrays)
+        if why:
+            return why
+        runs = recheck.get("runs", {})
+        for tag, card, sfx in RUNS:
+            why = device_problem(
+                runs.get(tag, {}),
+                output=(self.output_name, content_digest(arrays[self.output_name + sfx]),
+                        int(arrays[self.output_name + sfx].nbytes)),
+                inputs=[(k, content_digest(arrays[k + sfx]), int(arrays[k + sfx].nbytes))
+                        for k in self.input_names],
+                work=self.work(self.timed_params(plan, tag)), card_name=card.key)
+            if why:
+                return f"the timed call on {card.key}: {why}"
+        return None
+
+
+def modelled(rule, value: float, detail: str) -> RuleResult:
+    """:class:`grader.rules.Rule` ``rule`` judged on one modelled figure. The ``npu`` tier's
+    figures are the same on every run, so there is one sample and no spread to show (the
+    rule builders' (min, max) of one sample would only repeat the figure)."""
+    res = rule.judge([value], detail)
+    res.spread = None
+    return res
+
+
+# Every timed call is re-checked in full by the grader (its values, and device_problem on its
+# launches), and a launch returns only when the simulated device is done: there is no timer for
+# work to escape and nothing to judge right after the call returns.
+def _rechecked_in_full(*_args) -> bool:
+    return True
+
+
+def _left_to_the_recheck(*_args) -> bool:
+    return False
+
+
+def timed_runs(spec: NPULab, fn, plan: dict, make_inputs, workdir) -> tuple[dict, dict]:
+    """Worker side: ``fn`` called once per timed run of :data:`RUNS`, on its card, with fresh
+    inputs ``make_inputs(p)`` (a tuple in :attr:`NPULab.input_names` order; ``p`` the run's
+    :meth:`NPULab.timed_params`) and a NaN-filled output, every launch captured.
+
+    Returns ``(runs, recheck)``: ``runs`` tag -> :func:`capture_dict`; ``recheck`` the
+    measurement's ``"recheck"`` entry, both runs' arrays (run names suffixed as in
+    :data:`RUNS`) written for the grader's full re-check (:func:`grader.runner.recheck`)."""
+    runs, before, after = {}, {}, {}
+    for tag, card, sfx in RUNS:
+        p = spec.timed_params(plan, tag)
+        out = spec.arrays_of(p)[spec.output_name]
+        calls = TimedCalls([k + sfx for k in spec.input_names], [spec.output_name + sfx],
+                           is_correct=_rechecked_in_full, is_unwritten=_left_to_the_recheck)
+        args = calls.setup(lambda p=p: make_inputs(p),
+                           lambda out=out: (np.full(out[0], np.nan, dtype=out[1]),))()
+        with npu_call(card) as cap:
+            fn(*args)
+        calls.after("submission", args)
+        runs[tag] = capture_dict(cap, card)
+        was, ins, outs = calls.last
+        before.update(zip(calls.inputs, was))
+        after.update({**dict(zip(calls.inputs, ins)), **dict(zip(calls.outputs, outs))})
+    np.savez(workdir / "recheck_before.npz", **before)
+    np.savez(workdir / "recheck.npz", **after)
+    return runs, {"path": str(workdir / "recheck.npz"),
+                  "before": str(workdir / "recheck_before.npz"),
+                  "params": spec.planned(plan)["params"], "inputs": list(before),
+                  "outputs": [k for k in after if k not in before], "runs": runs}
 
 
 def _nbytes(spec) -> int:
-    import numpy as np
-
     shape, dtype = spec
     n = 1
     for s in shape:
