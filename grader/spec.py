@@ -342,7 +342,8 @@ class LabSpec:
     hidden_seed_by_index: bool = False
     #: the rules as data (:class:`grader.rules.Rule`): the rule builders and the README tables
     rules: tuple = ()
-    #: the worker-side module (``measure_<tier>`` functions); default: ``<lab package>.measure``
+    #: the worker-side module (``measure_<tier>`` functions); default: ``measure`` beside a
+    #: lab folder's ``spec``, else the spec's own module
     measure_module: str = ""
 
     def visible_params(self) -> list[dict]:
@@ -508,7 +509,9 @@ class LabSpec:
         module beside the spec), imported on first use. The worker imports it before the
         submission loads (what it binds at import cannot be swapped by the submission);
         the grader's own process never imports it at import time."""
-        name = self.measure_module or type(self).__module__.rsplit(".", 1)[0] + ".measure"
+        name = self.measure_module or type(self).__module__
+        if not self.measure_module and name.endswith(".spec"):  # a lab folder
+            name = name[:-len("spec")] + "measure"
         return importlib.import_module(name)
 
     def measure(self, namespace: dict, plan: dict, workdir: Path) -> dict:

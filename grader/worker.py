@@ -287,6 +287,7 @@ def main(argv: list[str]) -> int:
     except ImportError:  # pragma: no cover
         pass
     spec = spec_cls()
+    spec.worker_module()  # before the submission loads: what it binds cannot be swapped
     ns: dict = {}
     entry: dict = {}
     for req in _read_lines(fd_in):
