@@ -299,11 +299,11 @@ def flash_attention_rule(baseline_error: float, ref: np.ndarray, dtype, *, round
     FlashAttention's tests apply the rule to float16/bfloat16 only, where the plain baseline
     rounds S and P to the low dtype and a float32-accumulating kernel is far more accurate. For
     a float32 kernel the baseline computes at the kernel's own precision, and "at most twice
-    its error" compares two draws of the same rounding noise: a correct kernel failed it on
-    1% of normal inputs and on 20% of inputs with scores of a few hundred (chapter 5's kernels
-    over 150 seeds). The derived bound is the noise both share, as a worst case: for float32 it
-    is tens of times the measured part, so float32 outputs are in effect held to it; for a
-    float16 kernel it adds a few percent to the budget (chapter 5's inputs). Raises SpecError for an unsupported dtype."""
+    its error" compares two draws of the same rounding noise, which a correct kernel can lose
+    on some inputs, more often the larger the scores. The derived bound is the noise both
+    share, as a worst case: for float32 it dominates the measured part, so float32 outputs are
+    in effect held to it; for a float16 kernel it adds little to the budget (chapter 5 prints
+    both parts for its inputs). Raises SpecError for an unsupported dtype."""
     dt = np.dtype(dtype)
     peak = float(np.abs(ref).max()) if np.size(ref) else 0.0
     floor = floor_ulps * float(ulp(np.array(peak), dt))
@@ -453,7 +453,8 @@ def compare(out: np.ndarray, ref: np.ndarray, policy, *, out_dtype=None,
     bad = diff > bound if bits is None else bad_bits
     n_bad = int(bad.sum())
     with np.errstate(divide="ignore", invalid="ignore"):
-        used = np.where(bound > 0, diff / np.where(bound > 0, bound, 1), np.where(diff > 0, np.inf, 0))
+        used = np.where(bound > 0, diff / np.where(bound > 0, bound, 1),
+                        np.where(diff > 0, np.inf, 0))
         if bits is not None:
             used = np.where(bad, np.inf, 0.0)
         rel = np.where(np.abs(ref) > 0, diff / np.abs(ref), np.where(diff > 0, np.inf, 0))

@@ -37,8 +37,8 @@ and ``cuWelfordCombine`` in ``aten/src/ATen/native/cuda/layer_norm_kernel.cu``).
 
 All arithmetic here is done in numpy scalars of the working dtype (float32 by default; float64,
 float16 also work): with numpy >= 2 (NEP 50) float32 op float32 stays float32, and every
-constant is converted explicitly. Plain Python loops: about 1 us an element, fine for the
-chapter's sizes (<= 10^6).
+constant is converted explicitly. Plain Python loops (interpreted steps per element): fine
+for the chapter's sizes (<= 10^6), not for a benchmark.
 """
 
 from __future__ import annotations
