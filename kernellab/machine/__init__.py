@@ -4,10 +4,10 @@ copy bandwidth and BLAS GEMM rate — the numbers a roofline (Williams, Waterman
 
 Two peaks:
 
-* **measured peak** (:func:`measured_peak`): the best FMA throughput of a calibrated
-  microbenchmark (:mod:`kernellab.machine.fma_peak`: independent FMA chains at the widest vector width
-  the JIT emits, one core and all cores, fp32 and fp64), cached per machine and software
-  version. This is the figure every "faster than the machine" limit and every "% of peak" uses.
+* **measured peak** (:func:`measured_peak`): the best FMA throughput of a calibrated microbenchmark
+  (:mod:`kernellab.machine.fma_peak`: independent FMA chains at the widest vector width the JIT
+  emits, one core and all cores, fp32 and fp64), cached per machine and software version. This is
+  the figure every "faster than the machine" limit and every "% of peak" uses.
 * **nominal peak** (:meth:`CPUInfo.peak_flops`): cores x FMA units x SIMD lanes x 2 (an FMA is
   two FLOPs) x GHz, from what ``/proc`` reports. Shown beside the measured one, never used as a
   limit: a VM may hide its boost clock (then it is too low), and Zen 4 executes a 512-bit FMA as
@@ -53,15 +53,17 @@ class CPUInfo:
         return self.simd_bits // (8 * np.dtype(dtype).itemsize)
 
     def peak_flops(self, dtype=np.float32, cores: int | None = None) -> float:
-        """Nominal (from /proc, not measured) peak FLOP/s of ``cores`` cores (default: all) in ``dtype``."""
+        """Nominal (from /proc, not measured) peak FLOP/s of ``cores`` cores (default: all) in
+        ``dtype``."""
         cores = self.cores if cores is None else cores
         return cores * self.fma_units * self.lanes(dtype) * 2 * self.ghz * 1e9
 
     def formula(self, dtype=np.float32, cores: int | None = None) -> str:
         """The peak's arithmetic as text, for ``cores`` cores (default: all)."""
         cores = self.cores if cores is None else cores
-        return (f"{cores} core{'s' if cores != 1 else ''} x {self.fma_units} FMA units x {self.lanes(dtype)} lanes "
-                f"x 2 x {self.ghz:.2f} GHz = {self.peak_flops(dtype, cores) / 1e9:.1f} GFLOP/s")
+        return (f"{cores} core{'s' if cores != 1 else ''} x {self.fma_units} FMA units x "
+                f"{self.lanes(dtype)} lanes x 2 x {self.ghz:.2f} GHz = "
+                f"{self.peak_flops(dtype, cores) / 1e9:.1f} GFLOP/s")
 
     def flags(self) -> list[str]:
         """The CPU's feature flags as /proc/cpuinfo lists them (sorted)."""
@@ -201,10 +203,11 @@ PEAK_MAX_TRIES = 3
 
 @dataclass(frozen=True)
 class MeasuredPeak:
-    """FMA peak FLOP/s as measured by :mod:`kernellab.machine.fma_peak`: ``one_core`` and ``all_cores``
-    (``threads`` threads) per dtype name (``"float32"``, ``"float64"``), ``vector_bits`` the
-    widest FMA register width in the kernel's assembly (None if not x86), ``quiet`` False when
-    every measurement so far ran on a busy machine, ``source`` the cache file."""
+    """FMA peak FLOP/s as measured by :mod:`kernellab.machine.fma_peak`: ``one_core`` and
+    ``all_cores`` (``threads`` threads) per dtype name (``"float32"``, ``"float64"``),
+    ``vector_bits`` the widest FMA register width in the kernel's assembly (None if not x86),
+    ``quiet`` False when every measurement so far ran on a busy machine, ``source`` the cache
+    file."""
 
     one_core: dict
     all_cores: dict

@@ -1,7 +1,7 @@
 """The FMA-throughput microbenchmark behind :func:`kernellab.machine.measured_peak`.
 
-Run as ``python -m kernellab.machine.fma_peak`` (what ``measured_peak`` does, in a subprocess, so that
-the caller's process keeps its own Numba code-generation profile); prints one JSON object.
+Run as ``python -m kernellab.machine.fma_peak`` (what ``measured_peak`` does, in a subprocess, so
+that the caller's process keeps its own Numba code-generation profile); prints one JSON object.
 
 Kernel: ``CHAINS`` independent accumulator rows of ``x`` (shape (CHAINS, n)), each element
 updated by ``STEPS`` dependent FMAs ``a = a * m + c`` per pass. The loop over the n elements is

@@ -197,8 +197,8 @@ def int_gemm_exact(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     partial sum is an integer below 2^53 in magnitude when K * max|a| * max|b| < 2^53
     (K up to 2^53 / 128^2, about 5 * 10^11, for int8), so float64 arithmetic
     makes no rounding error. Returns int64 (M, N), equal to
-    :func:`reference_kernels.quant.int_gemm_golden` (tested) and ~40x faster than numpy's
-    integer matmul (which uses no BLAS). Raises ValueError for bad shapes, non-integer inputs,
+    :func:`reference_kernels.quant.int_gemm_golden` (tested) and much faster than numpy's
+    integer matmul, which uses no BLAS. Raises ValueError for bad shapes, non-integer inputs,
     or a bound at or above 2^53."""
     A = np.asarray(A)
     B = np.asarray(B)

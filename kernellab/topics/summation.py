@@ -267,7 +267,7 @@ def _tree(x, threads, mode):
 
 @njit(cache=True)
 def _np_reduce(x, mode):
-    # np.add.reduce of a contiguous 1-D array (numpy 2.x, measured bit-equal with 2.4): the
+    # np.add.reduce of a contiguous 1-D array (numpy 2.x; bit-equal to np.sum, tested): the
     # output starts at the identity 0 and the inner loop adds pairwise_sum over all n elements
     # in one call (no 8192-element buffer chunks: the array needs no casting).
     return _cascade(x, 0, x.size, 128, True, mode)
