@@ -1,15 +1,15 @@
 """``make bench-verdicts``: how far the timed labs' reference solutions clear their speed rules.
 
-Correctness is deterministic (fixed seeds), so on the ``cpu`` tier a verdict can flip only
-through timing noise. For each lab asked for (default: every ``cpu``-tier lab: gemm-cpu,
-winograd, int8-linear), this loads the reference solution once in the grader's sandboxed
-worker and runs the lab's complete performance phase ``--gradings`` times in a row, as that
-many gradings would, in one process. Prints, per rule, the median measured value, its min-max
-over the gradings, and the smallest margin (measured / threshold for ``>=`` rules, threshold /
-measured for ``<=``), and how many gradings each rule failed; writes the same as JSON to
-``benchmarks/results/verdicts.json``. Speed is never pass/fail here: the exit status is 0 unless
-the script itself crashes, or a solution cannot be loaded or its performance phase fails. (``tests/test_gemm_cpu_verdicts.py``
-is the suite's check that the gemm-cpu verdicts hold with the BLAS variables set and unset.)
+Correctness is deterministic (fixed seeds), so on the ``cpu`` tier a verdict can flip only through
+timing noise. For each lab asked for (default: every ``cpu``-tier lab: gemm-cpu, winograd,
+int8-linear), this loads the reference solution once in the grader's sandboxed worker and runs the
+lab's complete performance phase ``--gradings`` times in a row, as that many gradings would, in one
+process. Prints, per rule, the median measured value, its min-max over the gradings, and the
+smallest margin (measured / threshold for ``>=`` rules, threshold / measured for ``<=``), and how
+many gradings each rule failed; writes the same as JSON to ``benchmarks/results/verdicts.json``.
+Speed is never pass/fail here: the exit status is 0 unless the script itself crashes, or a solution
+cannot be loaded or its performance phase fails. (``tests/test_gemm_cpu_verdicts.py`` is the
+suite's check that the gemm-cpu verdicts hold with the BLAS variables set and unset.)
 
 Usage: ``python benchmarks/bench_verdicts.py [--lab gemm-cpu ...] [--gradings 20] [--out PATH]``.
 """

@@ -192,8 +192,8 @@ def _n(count: int, noun: str) -> str:
 def access_map(trace, array, shape, *, by="lane", kind="r", space=None, warp=None,
                request=None, line=None, tid=None, sectors=None, annotate=None, itemsize=4,
                ax=None, title=None, label=None, window=None, vmax=None, categorical=False):
-    """Draw :func:`kernellab.sim.trace.access_grid` as an image: colour = ``by`` of the accessing thread (grey:
-    several different ones; white: untouched). Returns the Figure.
+    """Draw :func:`kernellab.sim.trace.access_grid` as an image: colour = ``by`` of the
+    accessing thread (grey: several different ones; white: untouched). Returns the Figure.
 
     ``sectors`` (default: on when ``request`` is given) shades the cells that share a 32-byte
     sector with an accessed one but were not asked for — bytes the memory system moves for
@@ -280,11 +280,11 @@ def access_map(trace, array, shape, *, by="lane", kind="r", space=None, warp=Non
 
 def bank_heatmap(trace, *, array=None, kind="r", line=None, warp=None, itemsize=4, ax=None,
                  title=None, vmax=None):
-    """Heat map of :func:`kernellab.sim.trace.bank_counts`: one row per shared-memory warp request, one column per
-    bank, colour = distinct words that request touches in that bank (1 everywhere: no
-    conflict; a column of 32: a 32-way conflict). Returns the Figure; the title gives the
-    wavefronts (sum over requests of the row maxima) against the requests. ``vmax``: top of
-    the colour scale (default: the largest count, at least 2). The counts drawn are
+    """Heat map of :func:`kernellab.sim.trace.bank_counts`: one row per shared-memory warp request,
+    one column per bank, colour = distinct words that request touches in that bank (1 everywhere:
+    no conflict; a column of 32: a 32-way conflict). Returns the Figure; the title gives the
+    wavefronts (sum over requests of the row maxima) against the requests. ``vmax``: top of the
+    colour scale (default: the largest count, at least 2). The counts drawn are
     ``ax.images[0].get_array()`` (0 shown blank)."""
     import numpy as np
 
