@@ -102,7 +102,7 @@ from kernellab.kernels.softmax_cuda import _merge as _sm_merge, _warp_merge as _
 
 __all__ = [
     "attention_v1", "attention_v1_lse", "attention_v2", "attention_v2_lse", "LADDER",
-    "LADDER_LSE", "KERNELS",
+    "LADDER_LSE", "KERNELS", "ladder_case", "main",
     "D_MAX", "TILE", "DEFAULT_SMEM_BYTES", "MAX_BLOCK", "flash_block_sizes",
     "flash_shared_bytes", "flash_bytes_predicted", "materialised_bytes_predicted",
     "flash_kernel", "attention_flops",
@@ -431,9 +431,9 @@ def materialised_bytes_predicted(B: int, H: int, N: int, d: int, itemsize: int) 
     GEMM reads each Q row once per column tile of S and each K row once per row tile
     (2 ceil(N/16) N d s) and stores S (4 N^2); the online softmax reads S twice and stores it
     and lse (12 N^2 + 4 N); the P V GEMM reads P once per column tile of O (ceil(d/16) 4 N^2)
-    and V once per row tile (ceil(N/16) N d s) and stores O (N d s). Returns {"scores", "softmax", "pv",
-    "load", "store", "total"}, each of the first three a (load, store) pair. Independent of
-    causal masking (v1 computes every score)."""
+    and V once per row tile (ceil(N/16) N d s) and stores O (N d s). Returns {"scores",
+    "softmax", "pv", "load", "store", "total"}, each of the first three a (load, store) pair.
+    Independent of causal masking (v1 computes every score)."""
     t_n, t_d = _cdiv(N, TILE), _cdiv(d, TILE)
     hd = B * H
     scores = (hd * 2 * t_n * N * d * itemsize, hd * 4 * N * N)
@@ -532,3 +532,69 @@ LADDER_LSE = OrderedDict([("v1_materialised", attention_v1_lse), ("v2_flash2", a
 #: version name -> its kernels (v2: the factory :func:`flash_kernel` makes one per block size).
 KERNELS = {"v1_materialised": (_scores_kernel, _row_softmax_kernel, _pv_kernel),
            "v2_flash2": (flash_kernel,)}
+
+
+# ----------------------------------------------------------------------------------------------
+# main: validate every version, then time it (kernellab.kernels._ladder)
+# ----------------------------------------------------------------------------------------------
+
+#: default (B, H, N, d) of :func:`main`'s case, per tier.
+DEFAULT_SHAPE = {"sim": (1, 1, 48, 32), "gpu": (1, 8, 1024, 64)}
+
+
+def ladder_case(B: int, H: int, N: int, d: int, dtype="float32", causal: bool = False, *,
+                seed: int = 0):
+    """The case ``python -m kernellab.kernels.attention_cuda`` validates and times: Q, K, V
+    (B, H, N, d) seeded standard normal in ``dtype`` (float32 or float16), O like Q, checked
+    against ``reference_kernels.attention.attention_golden`` under FlashAttention's rule as the
+    flash-attention lab applies it (:func:`kernellab.numerics.flash_attention_rule` with
+    ``plain_error`` and ``fused_rounding_bound``). Work: :func:`attention_flops`. Raises
+    ValueError for sizes < 1, d > D_MAX or another dtype."""
+    from kernellab import numerics
+    from kernellab.kernels import _ladder
+    from reference_kernels.attention import attention_golden, fused_rounding_bound, plain_error
+
+    B, H, N, d, dt = int(B), int(H), int(N), int(d), np.dtype(dtype)
+    if min(B, H, N, d) < 1 or d > D_MAX:
+        raise ValueError(f"need B, H, N >= 1 and 1 <= d <= {D_MAX}, got {(B, H, N, d)}")
+    if dt not in _DTYPES:
+        raise ValueError(f"dtype must be float32 or float16, got {dt}")
+    rng = np.random.default_rng(seed)
+    Q, K, V = (rng.standard_normal((B, H, N, d)).astype(dt) for _ in range(3))
+    ref, _ = attention_golden(Q, K, V, causal)
+    rule = numerics.flash_attention_rule(plain_error(Q, K, V, causal, ref), ref, dt,
+                                         rounding=fused_rounding_bound(Q, K, V, causal))
+    return _ladder.Case(
+        label=f"B={B} H={H} N={N} d={d} {dt.name}{' causal' if causal else ''}",
+        inputs={"Q": Q, "K": K, "V": V}, outputs={"O": ((B, H, N, d), dt)},
+        kwargs={"causal": bool(causal)},
+        check=lambda _n, out: numerics.compare(out["O"], ref, rule, tile=None),
+        work=attention_flops(B, H, N, d, causal), work_unit="FLOP")
+
+
+def main(argv=None) -> int:
+    """``python -m kernellab.kernels.attention_cuda [--shape B H N d] [--dtype float16]
+    [--causal]``: every version checked, then timed (modelled on the sim tier, CUDA events on
+    the gpu tier); see :func:`kernellab.kernels._ladder.cli`."""
+    from kernellab.kernels import _ladder
+
+    def add(ap, tier):
+        s = DEFAULT_SHAPE.get(tier, DEFAULT_SHAPE["sim"])
+        ap.add_argument("--shape", type=int, nargs=4, metavar=("B", "H", "N", "d"), default=s,
+                        help=f"sizes (default {' '.join(map(str, s))} here)")
+        ap.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+        ap.add_argument("--causal", action="store_true", help="mask keys after the query")
+        ap.add_argument("--seed", type=int, default=0, help="the inputs' seed (default 0)")
+
+    return _ladder.cli(argv, prog="python -m kernellab.kernels.attention_cuda",
+                       doc="Chapter 5's attention ladder: validate every version, then time "
+                       "it.", versions=LADDER,
+                       make_case=lambda a: ladder_case(*a.shape, a.dtype, a.causal,
+                                                       seed=a.seed),
+                       add_arguments=add)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

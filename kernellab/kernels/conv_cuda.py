@@ -60,7 +60,7 @@ from numba import cuda, float32
 from kernellab.kernels._cuda_args import is_device_array
 
 __all__ = ["conv_v1", "conv_v2", "LADDER", "KERNELS", "TPB", "TILE", "ALPHA", "workspace_bytes",
-           "tiles"]
+           "tiles", "ladder_case", "main"]
 
 #: Threads per block of the one-thread-per-item kernels (direct, transforms).
 TPB = 128
@@ -320,3 +320,70 @@ LADDER = OrderedDict([("v1_direct", conv_v1), ("v2_winograd_nonfused", conv_v2)]
 KERNELS = {"v1_direct": (direct_kernel,),
            "v2_winograd_nonfused": (filter_transform_kernel, input_transform_kernel,
                                     batched_gemm_kernel, output_transform_kernel)}
+
+
+# ----------------------------------------------------------------------------------------------
+# main: validate every version, then time it (kernellab.kernels._ladder)
+# ----------------------------------------------------------------------------------------------
+
+#: default (N, C, H, W, K) of :func:`main`'s case, per tier.
+DEFAULT_SHAPE = {"sim": (1, 8, 8, 8, 8), "gpu": (8, 64, 56, 56, 64)}
+
+
+def ladder_case(N: int, C: int, H: int, W: int, K: int, *, seed: int = 0):
+    """The case ``python -m kernellab.kernels.conv_cuda`` validates and times: X (N, C, H, W)
+    and Wt (K, C, 3, 3) seeded standard-normal float32, Y (N, K, H, W), checked against
+    ``reference_kernels.conv.conv2d_golden`` under the K-aware bound of each version (v1: a dot
+    product of 9 C terms; v2: :func:`kernellab.kernels.conv_cpu.winograd_rounding_depth` with
+    :func:`kernellab.topics.winograd.abs_bound`), as tests/test_conv_cuda.py does. Work: the
+    direct convolution's FLOPs. Raises ValueError unless every size is >= 1."""
+    from kernellab import numerics
+    from kernellab.kernels import _ladder, conv_cpu
+    from kernellab.topics import winograd
+    from reference_kernels.conv import conv2d_abs, conv2d_flops, conv2d_golden
+
+    N, C, H, W, K = (int(v) for v in (N, C, H, W, K))
+    if min(N, C, H, W, K) < 1:
+        raise ValueError(f"need N, C, H, W, K >= 1, got {(N, C, H, W, K)}")
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    Wt = rng.standard_normal((K, C, 3, 3)).astype(np.float32)
+    ref = conv2d_golden(X, Wt)
+    policies = {
+        "v1_direct": numerics.KAware(K=9 * C, acc_dtype="float32", out_dtype="float32",
+                                     abs_product=conv2d_abs(X, Wt)),
+        "v2_winograd_nonfused": numerics.KAware(
+            K=conv_cpu.winograd_rounding_depth(2, C), acc_dtype="float32", out_dtype="float32",
+            abs_product=winograd.abs_bound(X, Wt, 2))}
+
+    def check(name, out):
+        return numerics.compare(out["Y"], ref, policies.get(name, policies["v1_direct"]),
+                                tile=None)
+    return _ladder.Case(label=f"N={N} C={C} H={H} W={W} K={K}", inputs={"X": X, "Wt": Wt},
+                        outputs={"Y": ((N, K, H, W), np.float32)}, check=check,
+                        work=conv2d_flops(N, C, K, H, W), work_unit="FLOP")
+
+
+def main(argv=None) -> int:
+    """``python -m kernellab.kernels.conv_cuda [--shape N C H W K]``: every version checked,
+    then timed (modelled on the sim tier, CUDA events on the gpu tier); see
+    :func:`kernellab.kernels._ladder.cli`."""
+    from kernellab.kernels import _ladder
+
+    def add(ap, tier):
+        d = DEFAULT_SHAPE.get(tier, DEFAULT_SHAPE["sim"])
+        ap.add_argument("--shape", type=int, nargs=5, metavar=("N", "C", "H", "W", "K"),
+                        default=d, help=f"sizes (default {' '.join(map(str, d))} here)")
+        ap.add_argument("--seed", type=int, default=0, help="the inputs' seed (default 0)")
+
+    return _ladder.cli(argv, prog="python -m kernellab.kernels.conv_cuda",
+                       doc="Chapter 4's convolution ladder: validate every version, then time "
+                       "it.", versions=LADDER,
+                       make_case=lambda a: ladder_case(*a.shape, seed=a.seed),
+                       add_arguments=add)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -89,6 +89,13 @@ engine (exact)::
 Loads per FMA, global (shared): v1 and v2 2 (0), v3 1/8 (2), v4 1/32 (1/2); global bytes
 moved per FMA (sectors x 32): v1 33, v2 5, v3 1/2, v4 1/8.
 
+``python -m kernellab.kernels.gemm_cuda [--size N | --mnk M N K]`` is the ladder's ``main``
+(:mod:`kernellab.kernels._ladder`): every version checked against
+``reference_kernels.gemm.gemm_golden`` under the K-aware bound of :mod:`kernellab.numerics`, at
+the timed size and at ragged sizes (:data:`RAGGED`, sim tier :data:`RAGGED_SIM`), then timed:
+modelled on the sim tier (default M = N = K = 64), CUDA events against ``cupy.matmul`` (cuBLAS
+SGEMM) on the gpu tier (default 4096).
+
 Sources: S. Boehm, "How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance" (2022):
 his kernels 1-5 are this ladder (his 2-D blocktiling gives a thread a contiguous patch; here it
 is strided by 16, because with scalar loads a contiguous 4-wide patch makes a warp's reads of
@@ -107,12 +114,13 @@ import numpy as np
 import kernellab  # noqa: F401  (chooses the gpu/sim tier before numba.cuda is imported)
 from numba import cuda, float32
 
+from kernellab.kernels import _ladder
 from kernellab.kernels._cuda_args import is_device_array
 from kernellab.kernels._gemm_args import gemm_shapes
 
 __all__ = ["gemm_v1", "gemm_v2", "gemm_v3", "gemm_v4", "LADDER", "KERNELS", "gemm_flops",
-           "launch_config", "expected_counters", "V1_BLOCK", "TILE", "BM", "BN", "BK", "TM",
-           "TN"]
+           "launch_config", "expected_counters", "ladder_case", "gpu_baselines", "main",
+           "V1_BLOCK", "TILE", "BM", "BN", "BK", "TM", "TN", "RAGGED", "RAGGED_SIM"]
 
 #: v1/v2 thread block (x, y): 256 threads, 8 warps of 32 consecutive threadIdx.x.
 V1_BLOCK = (32, 8)
@@ -483,3 +491,80 @@ LADDER: "OrderedDict[str, object]" = OrderedDict(
 KERNELS: "OrderedDict[str, object]" = OrderedDict(
     (name, spec[0]) for name, spec in _VERSIONS.items())
 
+
+# ----------------------------------------------------------------------------------------------
+# main: validate every version, then time it (kernellab.kernels._ladder)
+# ----------------------------------------------------------------------------------------------
+
+#: (M, N, K) validated beside the timed size on the gpu tier: tails in every dimension.
+RAGGED = [(1, 1, 1), (33, 65, 127), (257, 129, 65)]
+#: the same on the sim tier (its cost grows with M*N*K).
+RAGGED_SIM = [(1, 1, 1), (33, 17, 20)]
+#: default M = N = K of the timed case, per tier.
+DEFAULT_SIZE = {"sim": 64, "gpu": 4096}
+
+
+def ladder_case(M: int, N: int, K: int, *, seed: int = 0) -> _ladder.Case:
+    """The case :func:`main` validates and times: A (M, K) and B (K, N) standard normal float32
+    (seeded), C (M, N) float32, checked against ``gemm_golden`` under
+    ``numerics.KAware(K, float32, float32, |A| @ |B|)``. Raises ValueError unless M, N, K >= 1."""
+    from kernellab import numerics
+    from reference_kernels.gemm import gemm_abs_product, gemm_golden
+
+    M, N, K = int(M), int(N), int(K)
+    if min(M, N, K) < 1:
+        raise ValueError(f"need M, N, K >= 1, got M={M}, N={N}, K={K}")
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((M, K), dtype=np.float32)
+    B = rng.standard_normal((K, N), dtype=np.float32)
+    ref = gemm_golden(A, B)
+    policy = numerics.KAware(K, "float32", "float32", gemm_abs_product(A, B))
+    return _ladder.Case(
+        label=f"M={M} N={N} K={K}" if len({M, N, K}) > 1 else f"M=N=K={M}",
+        inputs={"A": A, "B": B}, outputs={"C": ((M, N), np.float32)},
+        check=lambda _name, out: numerics.compare(out["C"], ref, policy),
+        work=gemm_flops(M, N, K), work_unit="FLOP", flops=gemm_flops(M, N, K))
+
+
+def gpu_baselines(case) -> list:
+    """gpu tier: ``cupy.matmul`` (cuBLAS SGEMM, TF32 off unless CUPY_TF32=1) on the same
+    device arrays; [] without cupy."""
+    try:
+        import cupy as cp
+    except ImportError:
+        return []
+
+    def cublas(A, B, C):
+        cp.matmul(cp.asarray(A), cp.asarray(B), out=cp.asarray(C))
+    return [_ladder.Baseline(f"cupy {cp.__version__} matmul (cuBLAS)", cublas)]
+
+
+def _add_arguments(ap, tier):
+    n = DEFAULT_SIZE.get(tier, 64)
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--size", type=int, default=n, help=f"M = N = K (default {n} on this tier)")
+    g.add_argument("--mnk", type=int, nargs=3, metavar=("M", "N", "K"), help="M, N and K")
+    ap.add_argument("--seed", type=int, default=0, help="the inputs' seed (default 0)")
+
+
+def _shape(args):
+    return tuple(args.mnk) if args.mnk else (args.size,) * 3
+
+
+def main(argv=None) -> int:
+    """``python -m kernellab.kernels.gemm_cuda``: see :func:`kernellab.kernels._ladder.cli`."""
+    import kernellab as _kl
+
+    ragged = RAGGED if _kl.TIER == "gpu" else RAGGED_SIM
+    return _ladder.cli(
+        argv, prog="python -m kernellab.kernels.gemm_cuda",
+        doc="Chapter 2's GEMM ladder: validate every version, then time it.", versions=LADDER,
+        make_case=lambda a: ladder_case(*_shape(a), seed=a.seed), add_arguments=_add_arguments,
+        baselines=gpu_baselines,
+        also_check=lambda a: [ladder_case(*s, seed=a.seed + 1) for s in ragged])
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -214,8 +214,7 @@ __all__ = ["reduce_v1", "reduce_v2", "reduce_v3", "reduce_v4", "reduce_v5", "red
            "reduce_v7", "LADDER", "KERNELS", "launch_config", "launch_plan", "expected_counters",
            "addition_depth", "error_bound", "ladder_metrics", "metrics_table", "plot_ladder",
            "measure_gpu", "copy_kernel", "zero_kernel", "VERSIONS", "PREDICTED_KEYS", "BLOCK",
-           "ITEMS",
-           "MAX_GRID", "FULL_MASK"]
+           "ITEMS", "MAX_GRID", "FULL_MASK", "ladder_case", "gpu_baselines", "main"]
 
 #: Threads per block, every version (8 warps).
 BLOCK = 256
@@ -1049,3 +1048,72 @@ def measure_gpu(n: int = 2 ** 24, rounds: int = 10, *, seed: int = 0) -> dict:
             "fraction_of_copy": {k: v / copy_gbps for k, v in gbps.items()},
             "spread": {k: res.timings[k].spread for k in fns},
             "errors": errors, "error_bounds": bounds}
+
+
+# ----------------------------------------------------------------------------------------------
+# main: validate every version, then time it (kernellab.kernels._ladder)
+# ----------------------------------------------------------------------------------------------
+
+#: default n of :func:`main`'s case, per tier (the simulator's cost grows with n).
+DEFAULT_N = {"sim": 2 ** 14, "gpu": 2 ** 24}
+
+
+def ladder_case(n: int, *, seed: int = 0):
+    """The case ``python -m kernellab.kernels.reduce_cuda`` validates and times: x of n seeded
+    standard-normal float32, out (1,) float32, checked against
+    ``reference_kernels.reductions.sum_golden`` within :func:`error_bound` (plus the rounding
+    of the golden to float64) as :class:`kernellab.numerics.Explicit`. Work: 4n bytes read.
+    Raises ValueError for n < 1, TypeError for a non-integer n."""
+    from kernellab import numerics
+    from kernellab.kernels import _ladder
+    from reference_kernels.reductions import sum_golden
+
+    n = _check_n(n)
+    x = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+    ref = np.array([sum_golden(x)])
+    fsum_rounding = 2.0 ** -53 * math.fsum(np.abs(x.astype(np.float64)).tolist())
+
+    def check(name, out):
+        bound = error_bound(name, x) + fsum_rounding
+        return numerics.compare(out["out"], ref, numerics.Explicit(
+            bound, f"gamma(k) sum|x| of {name}'s addition depth k"), tile=None)
+    return _ladder.Case(label=f"n={n} float32", inputs={"x": x},
+                        outputs={"out": ((1,), np.float32)}, check=check, work=4 * n,
+                        work_unit="B")
+
+
+def gpu_baselines(case) -> list:
+    """gpu tier: a device-to-device copy of x (``cudaMemcpy``) and :func:`copy_kernel`, each
+    moving 8n bytes: the bandwidth the reduction's 4n bytes are measured against."""
+    from kernellab.kernels import _ladder
+
+    x = case.inputs["x"]
+    dst = cuda.device_array(x.shape, x.dtype)
+    grid = min(_cdiv(x.shape[0], BLOCK), 4 * MAX_GRID)
+    return [_ladder.copy_baseline(case, "x"),
+            _ladder.Baseline("copy_kernel (grid-stride)",
+                             lambda dx, _out: copy_kernel[grid, BLOCK](dx, dst),
+                             validate=False, work=2 * x.nbytes)]
+
+
+def main(argv=None) -> int:
+    """``python -m kernellab.kernels.reduce_cuda [--n N]``: every version checked against its
+    error bound, then timed (modelled on the sim tier, CUDA events on the gpu tier against a
+    device copy); see :func:`kernellab.kernels._ladder.cli`."""
+    from kernellab.kernels import _ladder
+
+    def add(ap, tier):
+        d = DEFAULT_N.get(tier, DEFAULT_N["sim"])
+        ap.add_argument("--n", type=int, default=d, help=f"elements of x (default {d} here)")
+        ap.add_argument("--seed", type=int, default=0, help="the input's seed (default 0)")
+
+    return _ladder.cli(argv, prog="python -m kernellab.kernels.reduce_cuda",
+                       doc="Chapter 3's reduction ladder: validate every version, then time it.",
+                       versions=LADDER, make_case=lambda a: ladder_case(a.n, seed=a.seed),
+                       add_arguments=add, baselines=gpu_baselines)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -49,7 +49,7 @@ from numba import cuda, float32
 from kernellab.kernels._cuda_args import is_device_array
 
 __all__ = ["softmax_v1", "softmax_v2", "softmax_v3", "LADDER", "KERNELS", "TPB",
-           "accesses_per_element"]
+           "accesses_per_element", "ladder_case", "gpu_baselines", "main"]
 
 #: Threads per block (one block per row): 8 warps.
 TPB = 256
@@ -312,3 +312,68 @@ LADDER = OrderedDict([("v1_naive", softmax_v1), ("v2_three_pass", softmax_v2),
 KERNELS = {"v1_naive": (_v1_kernel,),
            "v2_three_pass": (_v2_max_kernel, _v2_sum_kernel, _v2_normalise_kernel),
            "v3_online": (_v3_kernel,)}
+
+
+# ----------------------------------------------------------------------------------------------
+# main: validate every version, then time it (kernellab.kernels._ladder)
+# ----------------------------------------------------------------------------------------------
+
+#: default (M, N) of :func:`main`'s case, per tier.
+DEFAULT_SHAPE = {"sim": (8, 1000), "gpu": (4096, 8192)}
+
+
+def ladder_case(M: int, N: int, dtype="float32", *, seed: int = 0):
+    """The case ``python -m kernellab.kernels.softmax_cuda`` validates and times: X (M, N) =
+    3 x seeded standard normal in ``dtype`` (float32 or float16; v1 does not overflow there),
+    Y like X, checked against ``reference_kernels.reductions.softmax_golden`` under
+    :class:`kernellab.numerics.RowSoftmax`. Work: the 2 M N itemsize bytes a row softmax must
+    move (read X, write Y). Raises ValueError for M, N < 1 or another dtype."""
+    from kernellab import numerics
+    from kernellab.kernels import _ladder
+    from reference_kernels.reductions import softmax_golden, softmax_shift
+
+    M, N, dt = int(M), int(N), np.dtype(dtype)
+    if M < 1 or N < 1:
+        raise ValueError(f"need M, N >= 1, got M={M}, N={N}")
+    if dt not in _DTYPES:
+        raise ValueError(f"dtype must be float32 or float16, got {dt}")
+    X = (3 * np.random.default_rng(seed).standard_normal((M, N))).astype(dt)
+    ref = softmax_golden(X)
+    pol = numerics.RowSoftmax(N=N, acc_dtype="float32", out_dtype=dt.name, shift=softmax_shift(X))
+    return _ladder.Case(label=f"M={M} N={N} {dt.name}", inputs={"X": X},
+                        outputs={"Y": ((M, N), dt)},
+                        check=lambda _n, out: numerics.compare(out["Y"], ref, pol, tile=None),
+                        work=2 * X.nbytes, work_unit="B")
+
+
+def gpu_baselines(case) -> list:
+    """gpu tier: a device-to-device copy of X, the bandwidth the lab's rule compares with."""
+    from kernellab.kernels import _ladder
+
+    return [_ladder.copy_baseline(case, "X")]
+
+
+def main(argv=None) -> int:
+    """``python -m kernellab.kernels.softmax_cuda [--shape M N] [--dtype float16]``: every
+    version checked, then timed (modelled on the sim tier, CUDA events on the gpu tier against
+    a device copy); see :func:`kernellab.kernels._ladder.cli`."""
+    from kernellab.kernels import _ladder
+
+    def add(ap, tier):
+        m, n = DEFAULT_SHAPE.get(tier, DEFAULT_SHAPE["sim"])
+        ap.add_argument("--shape", type=int, nargs=2, metavar=("M", "N"), default=(m, n),
+                        help=f"rows and row length (default {m} {n} here)")
+        ap.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+        ap.add_argument("--seed", type=int, default=0, help="the input's seed (default 0)")
+
+    return _ladder.cli(argv, prog="python -m kernellab.kernels.softmax_cuda",
+                       doc="Chapter 3's softmax ladder: validate every version, then time it.",
+                       versions=LADDER,
+                       make_case=lambda a: ladder_case(*a.shape, a.dtype, seed=a.seed),
+                       add_arguments=add, baselines=gpu_baselines)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
