@@ -59,7 +59,7 @@ THRESHOLDS = {
     MM_UTIL: mm.MIN_CUBE_UTIL_ONE_CORE, MM_CHIP: mm.MIN_CUBE_UTIL_ALL_CORES,
 }
 #: the reference clears every threshold by this factor, and a known-wrong submission misses the
-#: threshold of the rule it must fail by this one (figures in the lab modules' docstrings)
+#: threshold of the rule it must fail by this one (figures in the labs' README.md)
 REFERENCE_MARGIN = 1.08
 WRONG_MARGIN = 1.04
 
@@ -127,7 +127,7 @@ def test_solution_passes_with_its_figures_in_the_json(lab):
 
 
 def test_reference_figures_are_the_documented_ones():
-    """The figures the lab modules' docstrings quote (they set the thresholds)."""
+    """The figures the labs' README.md quote (they set the thresholds)."""
     rules = {r["name"]: r["measured"] for r in solution_report("npu-vector-add")[0]["rules"]}
     assert rules[VA_ONE] == pytest.approx(4.18, abs=0.02)
     assert rules[VA_ALL] == pytest.approx(68.9, abs=0.3)
