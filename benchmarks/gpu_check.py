@@ -14,10 +14,12 @@ What it does, in well under five minutes on a current GPU:
    chapter 5's materialised attention and a device copy); then the real grader
    (``grader.runner.grade``: sandboxed worker, gpu tier), whose verdict must be PASS;
 3. chapter 2's ladder v1..v4 and the lab solution against cupy.matmul (cuBLAS) at
-   M = N = K = ``LADDER_N``: correctness at ragged sizes against the float64 reference and at
-   ``LADDER_N`` by Freivalds' check, then CUDA-event timings (one warm-up call each,
-   ``ROUNDS`` interleaved rounds, fresh device inputs per call, medians): GFLOP/s, speedup
-   over v1, % of cuBLAS, % of the FP32 peak;
+   M = N = K = ``LADDER_N``, by the ladder's own main (:func:`kernellab.kernels._ladder.run`,
+   what ``python -m kernellab.kernels.gemm_cuda`` runs): every version checked against the
+   float64 reference at ``LADDER_N`` and at ragged sizes (``gemm_cuda.RAGGED``), then CUDA-event
+   timings (one warm-up call each, ``ROUNDS`` interleaved rounds, the output refilled with NaN
+   before every call and the last round's output checked again, medians): GFLOP/s, spread,
+   speedup over v1, % of cuBLAS, % of the FP32 peak;
 4. chapter 3's reduction ladder v1..v7 on ``REDUCE_N`` float32
    (:func:`kernellab.kernels.reduce_cuda.measure_gpu`): GB/s of each version against a
    device-to-device copy of the same bytes, every result checked against its error bound.
@@ -26,9 +28,10 @@ It prints a table and the same figures as JSON (also written to ``--json``, defa
 ``benchmarks/results/gpu_check.json``). Exit status 0 when every check passes, 1 when one fails;
 without a usable GPU it says so and exits 0 (nothing to check).
 
-``--simulate`` runs the same code on the ``sim`` tier with a wall clock, a numpy stand-in for
-cuBLAS, tiny sizes and each lab's smallest visible cases: the test suite's check of this script on machines without a GPU (its
-figures mean nothing).
+``--simulate`` runs the same code on the ``sim`` tier with tiny sizes and each lab's smallest
+visible cases (the labs' measurements with a wall clock and a numpy stand-in for cuBLAS, the
+ladder modelled, without a cuBLAS row): the test suite's check of this script on machines
+without a GPU (its figures mean nothing).
 """
 
 from __future__ import annotations
@@ -49,8 +52,6 @@ import kernellab  # noqa: E402  first: tier and thread settings before numba.cud
 
 LADDER_N = 4096
 ROUNDS = 5
-RAGGED = [(1, 1, 1), (33, 65, 127), (257, 129, 65)]
-RAGGED_SIM = [(1, 1, 1), (33, 17, 20)]  # --simulate: the simulator's cost grows with M*N*K
 BUDGET_S = 300.0
 REDUCE_N = 1 << 26          # 256 MB of float32: far beyond any L2
 #: --simulate: the gpu-tier measurement of each lab on tiny sizes
@@ -97,22 +98,11 @@ def load_solution(path: Path) -> types.ModuleType:
     return mod
 
 
-def _baseline(simulate: bool):
-    """``f(dA, dB, dC)``: cupy.matmul (cuBLAS) on device arrays, or a numpy stand-in when
-    simulating; None (and why) when cupy is missing."""
-    if simulate:
-        def numpy_matmul(dA, dB, dC):
-            import numpy as np
-            dC.copy_to_device(np.matmul(dA.copy_to_host(), dB.copy_to_host()))
-        return numpy_matmul, "numpy stand-in (simulated run)"
-    try:
-        import cupy as cp
-    except ImportError as exc:
-        return None, f"cupy not importable ({exc}): no cuBLAS baseline"
+def _numpy_matmul(dA, dB, dC):
+    """--simulate: a numpy stand-in for cuBLAS in the labs' gpu-tier measurement."""
+    import numpy as np
 
-    def cublas(dA, dB, dC):
-        cp.matmul(cp.asarray(dA), cp.asarray(dB), out=cp.asarray(dC))
-    return cublas, f"cupy {cp.__version__} matmul (cuBLAS)"
+    dC.copy_to_device(np.matmul(dA.copy_to_host(), dB.copy_to_host()))
 
 
 def check_lab(spec, solution: Path, *, simulate: bool, tmp: Path, say) -> dict:
@@ -150,7 +140,7 @@ def check_lab(spec, solution: Path, *, simulate: bool, tmp: Path, say) -> dict:
         plan = SIM_PLANS[spec.lab_id]
         kw = {"clock": "wall"}
         if "cublas" in inspect.signature(spec.measure).parameters:
-            kw["cublas"] = _baseline(True)[0]
+            kw["cublas"] = _numpy_matmul
         measured = spec.measure(namespace, plan, tmp, **kw)
     else:
         plan = spec.perf_plan()
@@ -187,90 +177,58 @@ def check_lab(spec, solution: Path, *, simulate: bool, tmp: Path, say) -> dict:
 
 
 def ladder(extra: dict, *, n: int, rounds: int, simulate: bool, say) -> dict:
-    """Chapter 2's ladder (and ``extra``: name -> gemm(A, B, C)) against cuBLAS at n^3."""
-    import numpy as np
-    from numba import cuda
+    """Chapter 2's ladder (and ``extra``: name -> gemm(A, B, C)) at M = N = K = n, by the
+    ladder's own main (:func:`kernellab.kernels._ladder.run`): every version validated at n and
+    at ragged sizes, then timed (gpu: CUDA events against cuBLAS; --simulate: modelled)."""
+    from collections import OrderedDict
 
-    from grader.labs._gemm import probably_correct as _probably_correct
-    from kernellab import machine, numerics, timing
-    from kernellab.kernels.gemm_cuda import LADDER
-    from reference_kernels.gemm import gemm_abs_product, gemm_golden
+    from kernellab import machine
+    from kernellab.kernels import _ladder, gemm_cuda
 
-    fns = {name.split("_")[0] + " " + name.split("_", 1)[1].replace("_", " "): f
-           for name, f in LADDER.items()}
-    fns.update(extra)
-    rng = np.random.default_rng(0)
-    correct: dict[str, list] = {k: [] for k in fns}
-    for (M, N, K) in (RAGGED_SIM if simulate else RAGGED):
-        A = rng.standard_normal((M, K), dtype=np.float32)
-        B = rng.standard_normal((K, N), dtype=np.float32)
-        ref = gemm_golden(A, B)
-        policy = numerics.KAware(K, "float32", "float32", gemm_abs_product(A, B))
-        for name, f in fns.items():
-            C = np.full((M, N), np.nan, np.float32)
-            f(A, B, C)
-            res = numerics.compare(C, ref, policy)
-            correct[name].append(bool(res.ok))
-            if not res.ok:
-                say(f"  FAIL {name} at {M}x{N}x{K}: {res.message}")
-    cublas, cublas_note = _baseline(simulate)
-    timed = dict(fns)
-    if cublas is not None:
-        timed["cupy.matmul (cuBLAS)"] = cublas
-    state = {"wrong": {k: 0 for k in timed}, "before": None}
-    check_rng = np.random.default_rng(1)
-
-    def setup():
-        A = rng.standard_normal((n, n), dtype=np.float32)
-        B = rng.standard_normal((n, n), dtype=np.float32)
-        state["before"] = (A, B)
-        return (cuda.to_device(A), cuda.to_device(B),
-                cuda.to_device(np.full((n, n), np.nan, np.float32)))
-
-    def after(name, args):  # outside the timer
-        A, B = state["before"]
-        if not _probably_correct(A, B, args[2].copy_to_host(), check_rng):
-            state["wrong"][name] += 1
-
-    base = next(iter(timed))
-    g = timing.interleaved(timed, baseline=base, setup=setup, warmup=1, rounds=rounds,
-                           clock="wall" if simulate else "cuda", after=after)
-    flops = 2.0 * n ** 3
+    versions = OrderedDict(gemm_cuda.LADDER)
+    versions.update(extra)
+    case = gemm_cuda.ladder_case(n, n, n)
+    ragged = gemm_cuda.RAGGED_SIM if simulate else gemm_cuda.RAGGED
+    baselines = [] if simulate else gemm_cuda.gpu_baselines(case)
+    res = _ladder.run(versions, case, ladder="gemm_cuda", baselines=baselines,
+                      also_check=[gemm_cuda.ladder_case(*s, seed=1) for s in ragged],
+                      rounds=rounds)
+    for r in res.results.values():
+        if not r.ok:
+            say(f"  FAIL {r.name}: {r.message}")
     try:
         info = machine.gpu_info()
         peak, formula = info.peak_flops(), info.formula()
     except Exception as exc:  # noqa: BLE001 - the simulator
         peak, formula = None, f"unknown ({exc})"
-    cub = g.timings.get("cupy.matmul (cuBLAS)")
+    cub = next((r for r in res.results.values() if r.baseline and r.seconds), None)
+    note = (cub.name if cub else "none on the sim tier (cuBLAS needs a GPU)" if simulate
+            else "cupy not importable: no cuBLAS baseline")
     rows = []
-    for name, t in g.timings.items():
-        gf = flops / t.median / 1e9
-        rows.append({"kernel": name, "median_s": t.median, "gflops": gf,
-                     "gflops_range": [flops / max(t.times) / 1e9, flops / min(t.times) / 1e9],
-                     # median over rounds of v1's time / this kernel's time in the same round
-                     "speedup_v1": g.speedup(name),
-                     "pct_cublas": (100.0 * cub.median / t.median) if cub else None,
-                     "pct_peak": (100.0 * gf * 1e9 / peak) if peak else None,
-                     "correct_ragged": all(correct.get(name, [True])),
-                     "wrong_timed_calls": state["wrong"][name]})
-    return {"n": n, "rounds": rounds, "clock": "wall" if simulate else "cuda",
-            "baseline": cublas_note, "peak_formula": formula, "rows": rows}
+    for name, r in res.results.items():
+        rows.append({"kernel": name, "ok": r.ok, "message": r.message, "median_s": r.seconds,
+                     "spread": r.spread, "gflops": r.rate, "speedup_v1": r.speedup,
+                     "pct_cublas": (100.0 * cub.seconds / r.seconds)
+                     if cub and r.seconds else None,
+                     "pct_peak": (100.0 * r.rate * 1e9 / peak) if peak and r.rate else None})
+    return {"n": n, "rounds": res.rounds, "clock": res.clock, "tier": res.tier,
+            "baseline": note, "peak_formula": formula, "checked": res.checked,
+            "passed": res.ok, "rows": rows}
 
 
 def render_ladder(lad: dict) -> str:
     def f(x, fmt):
         return "-" if x is None else format(x, fmt)
-    head = (f"{'kernel':<28} {'GFLOP/s':>10} {'(min-max)':>17} {'vs v1':>8} "
+    head = (f"{'kernel':<32} {'GFLOP/s':>10} {'spread':>7} {'vs v1':>8} "
             f"{'% cuBLAS':>9} {'% peak':>7}  correct")
-    lines = [f"M=N=K={lad['n']}, {lad['rounds']} interleaved rounds, {lad['clock']} clock, "
-             f"medians; baseline: {lad['baseline']}; FP32 peak: {lad['peak_formula']}", head,
-             "-" * len(head)]
+    lines = [f"M=N=K={lad['n']}, clock: {lad['clock']}, {lad['rounds']} round(s), medians; "
+             f"baseline: {lad['baseline']}; FP32 peak: {lad['peak_formula']}",
+             "validated at " + "; ".join(lad["checked"]), head, "-" * len(head)]
     for r in lad["rows"]:
-        lo, hi = r["gflops_range"]
-        ok = r["correct_ragged"] and not r["wrong_timed_calls"]
-        lines.append(f"{r['kernel']:<28} {r['gflops']:>10.4g} {f'{lo:.4g}-{hi:.4g}':>17} "
-                     f"{r['speedup_v1']:>7.2f}x {f(r['pct_cublas'], '>8.1f'):>8}% "
-                     f"{f(r['pct_peak'], '>6.1f'):>6}%  {'yes' if ok else 'NO'}")
+        lines.append(f"{r['kernel']:<32} {f(r['gflops'], '>10.4g'):>10} "
+                     f"{f(r['spread'] and 100 * r['spread'], '>6.0f'):>6}% "
+                     f"{f(r['speedup_v1'], '>7.2f'):>7}x {f(r['pct_cublas'], '>8.1f'):>8}% "
+                     f"{f(r['pct_peak'], '>6.1f'):>6}%  {'yes' if r['ok'] else 'NO'}")
     return "\n".join(lines)
 
 
@@ -340,7 +298,7 @@ def main(argv=None) -> int:
         lad = ladder(extra, n=n, rounds=2 if args.simulate else ROUNDS, simulate=args.simulate,
                      say=say)
         say(render_ladder(lad))
-        ok &= all(r["correct_ragged"] and not r["wrong_timed_calls"] for r in lad["rows"])
+        ok &= lad["passed"]
     except Exception as exc:  # noqa: BLE001
         lad = {"error": f"{type(exc).__name__}: {exc}"}
         say(f"  FAIL: {lad['error']}")

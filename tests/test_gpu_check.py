@@ -57,11 +57,15 @@ def test_simulated_run_covers_the_labs_and_the_ladder(tmp_path):
         assert labrep["performance"]["recheck_passed"] is True
         assert labrep["performance"]["rules"][0]["name"] == first_rule[name]
     assert "skipped" in d["reduction_ladder"]
-    kernels = [row["kernel"] for row in d["ladder"]["rows"]]
-    assert kernels == ["v1 naive", "v2 coalesced", "v3 shared tiles", "v4 register tiles",
-                       "lab 2 solution", "cupy.matmul (cuBLAS)"]
-    assert all(row["correct_ragged"] and row["wrong_timed_calls"] == 0
-               for row in d["ladder"]["rows"])
+    # the ladder runs through gemm_cuda's main (kernellab.kernels._ladder): modelled on the sim
+    # tier, where cuBLAS has no counters and so no row
+    lad = d["ladder"]
+    kernels = [row["kernel"] for row in lad["rows"]]
+    assert kernels == ["v1_naive", "v2_coalesced", "v3_shared_tiles", "v4_register_tiles",
+                       "lab 2 solution"]
+    assert lad["passed"] is True and lad["clock"] == "model a100"
+    assert lad["checked"] == ["M=N=K=32", "M=N=K=1", "M=33 N=17 K=20"]
+    assert all(row["ok"] and row["median_s"] > 0 and row["gflops"] > 0 for row in lad["rows"])
 
 
 BLOCKER = r"""
