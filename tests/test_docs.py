@@ -1,7 +1,7 @@
 """The student documents: README.md stays short and free of the labs' spoilers, START_HERE.md
 lists every lab in the order and with the facts of the lab specs, and no link in them points at
-a file that does not exist (tests/test_no_shared_citations.py keeps out citations of the
-design notes that do not ship)."""
+a file that does not exist (tests/test_no_shared_citations.py checks every document any shipped
+file cites, and keeps out the design notes that do not ship)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ def test_readme_gives_the_commands_a_student_needs():
 def test_readme_spoils_no_trap():
     """Thresholds and known-wrong submissions belong in docs/grading.md."""
     text = _text(README)
-    for word in ("tests/submissions", "known-wrong", "threshold", "hidden-case file"):
+    for word in ("tests/submissions", "submissions/wrong", "known-wrong", "threshold",
+                 "hidden-case file"):
         assert word not in text, f"README.md mentions {word!r}: move it to docs/grading.md"
 
 
