@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.labs.winograd import (GAMMA_TRANSFORMS, KAPPA, MIN_SPEEDUP_DIRECT, VISIBLE_SHAPES,
-                                  Winograd, sampled_ok)
+from grader.labs.winograd.measure import sampled_ok
+from grader.labs.winograd.spec import (GAMMA_TRANSFORMS, KAPPA, MIN_SPEEDUP_DIRECT,
+                                       VISIBLE_SHAPES, Winograd)
 from grader.runner import grade
 from grader.spec import Case, HiddenCases
 from kernellab.numerics import unit_roundoff
