@@ -28,11 +28,12 @@ replays the records on the machine card (:mod:`~kernellab.npu.machine`): in-orde
 the flags the queues lower to, DMA with latency and per-core caps, HBM shared by water-filling, an
 LRU L2.
 
-Modules: ``machine`` (cards, ``platform_info``, ``use_machine``), ``tensors`` (positions,
-GM/local tensors), ``memory`` (on-chip buffers, GM), ``runtime`` (per-block context, queue
-state machine), ``asc`` (the kernel API), ``record``, ``timing``, ``trace`` (Gantt, Chrome
-JSON), ``result`` (``RunResult``), ``launch`` (``launch``, ``retime``, ``capture``: the
-launches host code made, with what each wrote and read), ``errors``.
+Modules: ``machine`` (cards, ``platform_info``, ``use_machine``), ``tensors`` (positions, GM/local
+tensors), ``memory`` (on-chip buffers, GM), ``runtime`` (per-block context, queue state machine),
+``asc`` (the kernel API; its instructions in ``dma``, ``vector`` and ``cube``), ``record``,
+``timing``, ``trace`` (Gantt, Chrome JSON), ``result`` (``RunResult``), ``launch`` (``launch``,
+``retime``, ``capture``: the launches host code made, with what each wrote and read), ``errors``,
+``examples`` (the reference kernels the tests and ``make bench-npu`` run).
 
 Not in v1 (Ascend C has them; the simulator raises or lacks them):
 
