@@ -5,7 +5,7 @@ The choice has to be made before ``numba.cuda`` is first imported, because numba
 ``NUMBA_ENABLE_CUDASIM`` once, at import. Under the simulator ``numba.cuda.is_available()``
 returns True, so it cannot tell a GPU from the simulator: we probe the CUDA driver itself with
 ctypes (``cuInit`` then ``cuDeviceGetCount``, CUDA Driver API reference §6.3 and §6.5), which
-takes well under a millisecond and imports nothing.
+costs two driver calls and imports nothing.
 
 ``KERNELLAB_DEVICE=gpu|sim`` forces a tier.
 """
