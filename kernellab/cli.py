@@ -113,8 +113,8 @@ def cmd_coverage(args) -> int:
         print(f"kernellab coverage: {target} not found (it holds the matrix between the "
               f"markers {coverage.BEGIN} ... {coverage.END})", file=sys.stderr)
         return 2
-    status, msg = coverage.update_readme(target, check=args.check)
-    print(msg)
+    status, msgs = coverage.update_all(root, check=args.check)  # + every lab's rule table
+    print("\n".join(msgs))
     return status
 
 
