@@ -88,6 +88,11 @@ def run_lab(lab_id: str, gradings: int) -> dict:
     return out
 
 
+def fmt(v) -> str:
+    """A table cell: ``-`` for None, else three significant digits."""
+    return "-" if v is None else f"{v:.3g}"
+
+
 def main(argv=None) -> int:
     from grader.labs import all_specs
 
@@ -100,7 +105,6 @@ def main(argv=None) -> int:
         print(f"  {'rule':<44} {'median':>10} {'min–max':>19} {'threshold':>12} "
               f"{'least margin':>12} {'failed':>7}")
         for name, r in results[lab].items():
-            fmt = (lambda v: "-" if v is None else f"{v:.3g}")
             print(f"  {name:<44} {fmt(r['median']):>10} "
                   f"{fmt(r['min']) + '–' + fmt(r['max']):>19} "
                   f"{r['op'] + ' ' + format(r['threshold'], 'g'):>12} "
