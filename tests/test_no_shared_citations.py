@@ -18,6 +18,7 @@ that ``git ls-files`` lists or that exist untracked; outside a git checkout, eve
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -86,6 +87,7 @@ def slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
+@functools.lru_cache(maxsize=None)
 def headings(doc: Path) -> list[str]:
     return [ln.lstrip("#").strip() for ln in doc.read_text(encoding="utf-8").splitlines()
             if re.match(r"#{1,6} ", ln)]
