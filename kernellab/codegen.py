@@ -20,14 +20,11 @@ Chapter 1, section 6, shows the FMAs each profile makes LLVM emit and times v4/v
 (uint64 indices, ``fastmath={'contract'}``, a flat scratch tile) are in
 :mod:`~kernellab.kernels.gemm_cpu`.
 
-Why opt-in and process-scoped
------------------------------
-Numba switched SLP vectorisation off by default because LLVM's SLP vectoriser miscompiled real
-code (numba/numba PR #8852, "Disable SLP vectorisation due to miscompilations", xref issues
-#8705 and #8681). The setting is global to the process: every function compiled after it is
-switched on is compiled with it. So only processes that ask for it use it (the GEMM benchmark,
-chapter 1, the grader's speed run), and the correctness tests run the kernels in a subprocess
-under it: the tests are the guard against a miscompilation.
+Why opt-in and process-scoped (chapter 1, section 6, gives the reasoning): Numba switched SLP
+off after LLVM's SLP vectoriser miscompiled real code (numba/numba PR #8852), and the setting
+holds for every function the process compiles afterwards. So only processes that ask for it
+use it (the GEMM benchmark, chapter 1, the grader's speed run), and the correctness tests run
+the kernels under it in a subprocess: they are the guard against a miscompilation.
 
 When the settings take effect (numba 0.68)
 ------------------------------------------
