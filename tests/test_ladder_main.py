@@ -180,3 +180,24 @@ def test_gpu_bookkeeping_on_the_simulator(mods, monkeypatch):
     base = r["device copy (cudaMemcpy D2D)"]
     assert base.baseline and base.ok and base.seconds > 0
     assert base.rate == pytest.approx(2 * case.inputs["A"].nbytes / base.seconds / 1e9)
+
+
+def test_reduce_measure_gpu_goes_through_the_runner(monkeypatch):
+    """reduce_cuda.measure_gpu (chapter 3, make gpu-check) is the runner's gpu path: its
+    figures are the runner's, on the simulator with a wall clock for the CUDA events."""
+    from kernellab import device, timing
+    from kernellab.kernels import reduce_cuda as rc
+
+    real_clock = timing._clock
+    monkeypatch.setattr(timing, "_clock", lambda kind: real_clock("wall"))
+    monkeypatch.setattr(kernellab, "TIER", "gpu")
+    monkeypatch.setattr(device, "select_tier", lambda: "gpu")
+    n = 3000
+    m = rc.measure_gpu(n, 2)
+    assert list(m["seconds"]) == list(rc.LADDER) and m["rounds"] == 2
+    for name, s in m["seconds"].items():
+        assert m["gbps"][name] == pytest.approx(4 * n / s / 1e9)
+        assert m["fraction_of_copy"][name] == pytest.approx(m["gbps"][name] / m["copy_gbps"])
+        assert 0 <= m["errors"][name] <= m["error_bounds"][name]
+    assert m["copy_gbps"] > 0 and m["copy_kernel_gbps"] > 0
+    assert {"copy", "copy_kernel"} <= set(m["spread"])

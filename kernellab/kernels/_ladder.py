@@ -94,6 +94,8 @@ class VersionResult:
     ok: bool
     message: str = ""
     budget_used: float | None = None
+    #: max |output - golden| of the validation call (float64)
+    error: float | None = None
     seconds: float | None = None
     spread: float | None = None
     times: list = field(default_factory=list)
@@ -149,18 +151,20 @@ def _host_args(case: Case) -> tuple[dict, tuple]:
     return arrays, tuple(arrays[k] for k in case.names())
 
 
-def _verdict(case: Case, name: str, outputs: dict, inputs_now: dict) -> tuple[bool, str, float]:
+def _verdict(case: Case, name: str, outputs: dict, inputs_now: dict) -> tuple:
+    """(ok, message, budget used, max abs error) of one call's outputs and inputs."""
     changed = [k for k, v in case.inputs.items() if not np.array_equal(inputs_now[k], v,
                                                                       equal_nan=True)]
     if changed:
-        return False, f"modified its input(s) {', '.join(changed)}", None
+        return False, f"modified its input(s) {', '.join(changed)}", None, None
     cmp = case.check(name, outputs)
-    return bool(cmp.ok), ("correct" if cmp.ok else cmp.message), float(cmp.budget_used)
+    return (bool(cmp.ok), ("correct" if cmp.ok else cmp.message), float(cmp.budget_used),
+            float(cmp.max_abs))
 
 
 def _call_host(case: Case, name: str, fn, capture=None):
     """Call ``fn`` on fresh host arrays of ``case`` (under ``capture``, a context manager
-    factory, if given); return (ok, message, budget, captured)."""
+    factory, if given); return (ok, message, budget, error, captured)."""
     arrays, args = _host_args(case)
     try:
         if capture is None:
@@ -170,10 +174,10 @@ def _call_host(case: Case, name: str, fn, capture=None):
             with capture() as cap:
                 fn(*args, **case.kwargs)
     except Exception as exc:  # noqa: BLE001 - a failing version is reported, not raised
-        return False, f"raised {type(exc).__name__}: {exc}", None, None
-    ok, msg, budget = _verdict(case, name, {k: arrays[k] for k in case.outputs},
-                               {k: arrays[k] for k in case.inputs})
-    return ok, msg, budget, cap
+        return False, f"raised {type(exc).__name__}: {exc}", None, None, None
+    verdict = _verdict(case, name, {k: arrays[k] for k in case.outputs},
+                       {k: arrays[k] for k in case.inputs})
+    return (*verdict, cap)
 
 
 def _modelled(launches, case: Case, profile) -> dict:
@@ -227,7 +231,7 @@ def run(versions, case: Case, *, ladder: str = "ladder", baselines=(), also_chec
             r = results[name]
             if not r.ok:
                 continue
-            ok, msg, _, _ = _call_host(extra, name, fn)
+            ok, msg, *_ = _call_host(extra, name, fn)
             if not ok:
                 r.ok, r.message = False, f"at {extra.label}: {msg}"
     baselines = list(baselines) if tier == "gpu" else []
@@ -258,12 +262,14 @@ def _run_sim(versions, case, results, profile) -> LadderResult:
         r = results[name]
         if not r.ok:
             continue
-        ok, msg, budget, cap = _call_host(case, name, fn, capture=sim.capture)
-        r.ok, r.message, r.budget_used = ok, msg, budget
-        if not ok:
+        r.ok, r.message, r.budget_used, r.error, cap = _call_host(case, name, fn,
+                                                                  capture=sim.capture)
+        if not r.ok:
             continue
-        if not cap.launches:
-            r.message = "correct, but it launched no kernel on the device: nothing to model"
+        if not cap.launches or cap.unchecked:
+            r.message = ("correct, but " + (f"{', '.join(cap.unchecked)} ran on numba's stock "
+                         "simulator, which counts nothing" if cap.unchecked else
+                         "it launched no kernel on the device") + ": nothing to model")
             continue
         m = _modelled(cap.launches, case, p)
         r.seconds, r.kernel_seconds = m["seconds"], m["kernel_seconds"]
@@ -306,7 +312,7 @@ def _run_gpu(versions, case, results, baselines, rounds, warmup) -> LadderResult
         try:
             fn(*fresh(), **case.kwargs)        # also compiles the kernels
             if validate:
-                r.ok, r.message, r.budget_used = verdict(name)
+                r.ok, r.message, r.budget_used, r.error = verdict(name)
             else:
                 cuda.synchronize()
                 r.message = "not checked (a reference point, not this operation)"
@@ -319,7 +325,7 @@ def _run_gpu(versions, case, results, baselines, rounds, warmup) -> LadderResult
     def after(name, _args):            # the last round's outputs are checked again
         calls[name] += 1
         if calls[name] == rounds and entries[name][1]:
-            ok, msg, _ = verdict(name)
+            ok, msg, *_ = verdict(name)
             if not ok:
                 results[name].ok = False
                 results[name].message = f"its timed calls' output is wrong: {msg}"

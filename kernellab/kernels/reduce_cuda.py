@@ -987,18 +987,19 @@ def copy_kernel(src, dst):
 
 
 def measure_gpu(n: int = 2 ** 24, rounds: int = 10, *, seed: int = 0) -> dict:
-    """GPU tier only: CUDA-event timings (:func:`kernellab.timing.interleaved`,
-    ``clock="cuda"``, one warm-up call each, ``rounds`` interleaved rounds) of every version on
-    a device array of n random float32, and of two device-to-device copies of the same 4n
-    bytes as the bandwidth reference: ``cudaMemcpy`` (``copy_to_device`` between device
-    arrays) and :func:`copy_kernel`. A copy moves 8n bytes (read + write); a reduction 4n.
+    """GPU tier only: the ladder's main (:func:`kernellab.kernels._ladder.run` on
+    :func:`ladder_case`) on n random float32: every version checked against its error bound,
+    then CUDA-event timings (one warm-up call each, ``rounds`` interleaved rounds, the last
+    round checked again) beside two device-to-device copies of the same 4n bytes as the
+    bandwidth reference (:func:`gpu_baselines`): ``cudaMemcpy`` (``copy_to_device`` between
+    device arrays) and :func:`copy_kernel`. A copy moves 8n bytes (read + write); a reduction 4n.
 
     Returns ``{"n", "device", "rounds", "seconds": {name: median s}, "gbps": {name: 4n / median
     s / 1e9}, "copy_gbps": 8n / median memcpy s / 1e9, "copy_kernel_gbps", "fraction_of_copy":
-    {name: gbps / copy_gbps}, "spread": {name: IQR / median}, "errors": {name: |out - fsum|},
-    "error_bounds": {name: error_bound}}``. Every version's result is checked after the timing
-    (RuntimeError if one exceeds its error bound). Raises RuntimeError on the sim tier, which
-    has no clock (use :func:`ladder_metrics`).
+    {name: gbps / copy_gbps}, "spread": {name: IQR / median; "copy", "copy_kernel" too},
+    "errors": {name: |out - fsum|}, "error_bounds": {name: error_bound}}``. RuntimeError if a
+    version exceeds its error bound, and on the sim tier, which has no clock (use
+    :func:`ladder_metrics`).
     """
     from kernellab.device import select_tier
 
@@ -1006,48 +1007,31 @@ def measure_gpu(n: int = 2 ** 24, rounds: int = 10, *, seed: int = 0) -> dict:
         raise RuntimeError("measure_gpu needs the gpu tier (a CUDA device); this process runs "
                            "on the sim tier, which has no clock: use ladder_metrics(n) for "
                            "modelled figures")
-    from kernellab import timing
+    from kernellab.kernels import _ladder
 
     n = _check_n(n)
     if rounds < 1:
         raise ValueError("rounds must be >= 1")
-    rng = np.random.default_rng(seed)
-    hx = rng.standard_normal(n).astype(np.float32)
-    exact = math.fsum(hx.astype(np.float64))
-    dx = cuda.to_device(hx)
-    dout = cuda.device_array(1, np.float32)
-    dcopy = cuda.device_array(n, np.float32)
-    copy_grid = min(_cdiv(n, BLOCK), 4 * MAX_GRID)
-    fns = OrderedDict()
-    fns["copy"] = lambda: dcopy.copy_to_device(dx)
-    fns["copy_kernel"] = lambda: copy_kernel[copy_grid, BLOCK](dx, dcopy)
-    for name, f in LADDER.items():
-        fns[name] = (lambda f=f: f(dx, dout))
-    res = timing.interleaved(fns, baseline="copy", rounds=rounds, clock="cuda", warmup=1)
-    med = {k: t.median for k, t in res.timings.items()}
-    copy_gbps = 8 * n / med["copy"] / 1e9
-    errors, bounds = {}, {}
-    for name, f in LADDER.items():
-        f(dx, dout)
-        got = float(dout.copy_to_host()[0])
-        errors[name] = abs(got - exact)
-        bounds[name] = error_bound(name, hx)
-        if not errors[name] <= bounds[name]:
-            raise RuntimeError(f"{name}: |out - sum| = {errors[name]:.3g} exceeds the bound "
-                               f"{bounds[name]:.3g}")
-    gbps = {name: 4 * n / med[name] / 1e9 for name in LADDER}
-    try:
-        dev = cuda.get_current_device().name
-        dev = dev.decode() if isinstance(dev, bytes) else str(dev)
-    except Exception:  # pragma: no cover
-        dev = "GPU"
-    return {"n": n, "device": dev, "rounds": rounds,
-            "seconds": {k: med[k] for k in LADDER},
+    case = ladder_case(n, seed=seed)
+    copy, kernel_copy = gpu_baselines(case)
+    res = _ladder.run(LADDER, case, ladder="reduce_cuda", baselines=[copy, kernel_copy],
+                      rounds=rounds)
+    for r in res.results.values():
+        if not r.ok:
+            raise RuntimeError(f"{r.name}: {r.message}")
+    mine = {k: res.results[k] for k in LADDER}
+    copy_gbps = res.results[copy.name].rate
+    gbps = {k: r.rate for k, r in mine.items()}
+    spread = {k: r.spread for k, r in mine.items()}
+    spread.update(copy=res.results[copy.name].spread,
+                  copy_kernel=res.results[kernel_copy.name].spread)
+    return {"n": n, "device": res.device, "rounds": rounds,
+            "seconds": {k: r.seconds for k, r in mine.items()},
             "gbps": gbps, "copy_gbps": copy_gbps,
-            "copy_kernel_gbps": 8 * n / med["copy_kernel"] / 1e9,
+            "copy_kernel_gbps": res.results[kernel_copy.name].rate,
             "fraction_of_copy": {k: v / copy_gbps for k, v in gbps.items()},
-            "spread": {k: res.timings[k].spread for k in fns},
-            "errors": errors, "error_bounds": bounds}
+            "spread": spread, "errors": {k: r.error for k, r in mine.items()},
+            "error_bounds": {k: error_bound(k, case.inputs["x"]) for k in LADDER}}
 
 
 # ----------------------------------------------------------------------------------------------
