@@ -93,10 +93,11 @@ _BLAS = None
 
 
 def _one_blas_thread():
-    """A context in which NumPy's BLAS runs on one thread (``threadpoolctl``; a no-op without
-    it). ``mmad``'s products are small (at most an L0 tile), and a multi-threaded BLAS pays a
-    thread hand-off per call, which on a machine whose other cores are busy costs far more than
-    the product (``make bench-npu`` times the cube matmul that calls it). The thread count does not change the results (OpenBLAS splits the output, not K)."""
+    """A context in which NumPy's BLAS runs on one thread (``threadpoolctl``; a no-op without it).
+    ``mmad``'s products are small (at most an L0 tile), and a multi-threaded BLAS pays a thread
+    hand-off per call, which on a machine whose other cores are busy costs far more than the
+    product (``make bench-npu`` times the cube matmul that calls it). The thread count does not
+    change the results (OpenBLAS splits the output, not K)."""
     global _BLAS
     if _BLAS is None:
         try:
