@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.labs.int8_linear import (Int8Linear, MIN_SPEEDUP_NAIVE, SQNR_MARGIN_DB,
-                                     exact_freivalds)
+from grader.labs.int8_linear.measure import exact_freivalds
+from grader.labs.int8_linear.spec import Int8Linear, MIN_SPEEDUP_NAIVE, SQNR_MARGIN_DB
 from grader.runner import grade
 from grader.spec import Case, HiddenCases
 from reference_kernels.quant import (int_gemm_golden, predicted_sqnr_db,
@@ -129,7 +129,7 @@ def test_writing_inputs_during_timed_calls_fails_the_recheck():
 def test_the_reference_pipeline_passes_small_and_large_linear_cases():
     """The SQNR rule applies only to layers of SQNR_MIN_OUTPUTS outputs or more: with a
     handful of outputs the measured SQNR scatters far more than 3 dB around the prediction."""
-    from grader.labs.int8_linear import SQNR_MIN_OUTPUTS
+    from grader.labs.int8_linear.spec import SQNR_MIN_OUTPUTS
     from reference_kernels.quant import dequantize_linear_golden, quantize_per_token_golden
 
     spec = Int8Linear()
@@ -226,7 +226,7 @@ def test_float32_inexact_case_sums_are_beyond_what_float32_holds():
 
 
 def test_linear_near_ties_split_the_activation_roundings():
-    from grader.labs.int8_linear import _other_roundings
+    from grader.labs.int8_linear.spec import _other_roundings
     from reference_kernels.quant import quantize_per_token_golden
 
     spec = Int8Linear()

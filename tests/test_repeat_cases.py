@@ -58,7 +58,7 @@ def test_the_timed_calls_fresh_inputs_catch_a_cache_keyed_on_shapes():
     and the after-call check counts it (grader.runner turns a count > 0 into a failed
     re-check), while a cache keyed on a few entries misses its key and is right."""
     from grader.labs._timed import TimedCalls
-    from grader.labs.int8_linear import exact_freivalds
+    from grader.labs.int8_linear.measure import exact_freivalds
 
     rng, check_rng = np.random.default_rng(5), np.random.default_rng(6)
 

@@ -1,86 +1,34 @@
-"""Lab 6 ``int8-linear``: a W8A8 linear layer — per-channel weight quantisation, an exact int8 GEMM
-and per-token activation quantisation (CPU, Numba).
+"""Lab 6 ``int8-linear``: a W8A8 linear layer — per-channel weight quantisation, an exact int8
+GEMM and per-token activation quantisation (CPU, Numba), grader side.
 
 The student writes three functions (the rounding rule of :mod:`reference_kernels.quant`:
 ``q = clip(rint(x / S), -127, 127)``, x / S a float32 division, rint half to even, S =
 max|row| / 127 in float32 and S = 1 for an all-zero row):
 
-* ``quantize_per_channel(W) -> (Wq, scales)``: W float32 (N, K), one symmetric scale per output
-  channel (row). Graded **exactly**: every Wq element and every scale bit equal to the reference.
-  Cases include rows whose values sit exactly on a half step (ties: half to even differs from
-  half away from zero), an all-zero row, rows whose max |w| is negative, and rows whose
-  magnitudes span twelve decades (one scale for the whole matrix flattens the small rows to 0).
-* ``int8_gemm(Aq, Bq, C)``: Aq int8 (M, K), Bq int8 (K, N), C int32 (M, N) = Aq @ Bq, **exact**
-  against an int64 product; cases include K = 3000 with every value -128 (each product 2^14:
-  int16 accumulation overflows after two terms, int8 after none), K = 3001 with values near
-  +-127 signed so that every product is positive (every C about 4.6e7 > 2^24, most of them
-  not multiples of 4, float32's spacing there: no float32 accumulator, in any order, can end
-  on them), K = 2101 with every product 127 * 127 (odd: a float32 partial sum of more than 1040
-  of them rounds, so float32 accumulated in chunks longer than that fails, while chunks of at
-  most 1024 products are exact for any int8 data) and random full-range data.
-* ``linear_w8a8(X, Wq, w_scales, bias, Y)``: X float32 (M, K) quantised per token (per row,
-  the same rule), the int8 GEMM Xq Wq^T with int32 accumulation, then
-  ``Y[m, n] = acc[m, n] * s_x[m] * w_scales[n] + bias[n]`` in float32. Wq (N, K) int8 and
-  w_scales (N,) come from the reference quantiser. X includes near-tie rows (the
-  ``near_ties`` data of quantize_per_channel: x / S in float32 lands exactly on a half step,
-  the exact quotient does not), so an activation quantiser with x * (1 / S) or a float64
-  division fails here too. Two rules:
+* ``quantize_per_channel(W) -> (Wq, scales)``: W float32 (N, K) -> Wq int8 (N, K), scales
+  float32 (N,); graded exactly (every Wq element and every scale bit);
+* ``int8_gemm(Aq, Bq, C)``: Aq int8 (M, K), Bq int8 (K, N), C int32 (M, N) = Aq @ Bq, exact
+  against an int64 product;
+* ``linear_w8a8(X, Wq, w_scales, bias, Y)``: X float32 (M, K) quantised per token, Wq int8
+  (N, K), w_scales float32 (N,), bias float32 (N,), Y float32 (M, N); the pipeline rule
+  ``|Y - Y_q| <= DEQUANT_ROUNDINGS u32 (|acc| s_x s_w + |bias|)`` and, on layers of at least
+  ``SQNR_MIN_OUTPUTS`` outputs, SQNR >= the uniform-noise prediction less ``SQNR_MARGIN_DB``;
+* performance (``int8_gemm`` alone): speedup over the naive integer loop >=
+  ``MIN_SPEEDUP_NAIVE`` at M = N = K = ``PERF_N``; the fastest call plausible: <=
+  ``INT8_OPS_PER_FP32_FLOP`` x the measured fp32 FMA peak x
+  :data:`kernellab.machine.PEAK_MARGIN` int8 operations per second (a gate; Intel SDM,
+  VPDPBUSD).
 
-  1. *the pipeline*: ``|Y - Y_q| <= 6 u32 (|acc| s_x s_w + |bias|)`` element-wise, Y_q the float64
-     value of that formula from the reference's Xq, s_x and the int64 product: the float32
-     dequantisation has at most four roundings (int32 -> float32, two products, the bias add)
-     and the bound allows six (another order of the products); anything that quantises X
-     differently (another rounding, another scale) is off by whole steps s_x s_w |Wq|;
-  2. *accuracy* (reported; implied by rule 1 — an output within rule 1 has the reference
-     pipeline's SQNR — so it names the failure in dB rather than deciding it alone), on Gaussian
-     data and on the same data with one input channel scaled 60x like an LLM outlier feature (M =
-     64, K = 4096, N = 128; the outlier of chapter 6's study): SQNR against the float64 layer X
-     (Wq w_scales)^T + bias (the activation quantisation's noise; the weights are the reference's)
-     >= the SQNR the uniform-noise model predicts for per-token quantisation of that X
-     (:func:`reference_kernels.quant.predicted_sqnr_db`) less :data:`SQNR_MARGIN_DB` = 3 dB (twice
-     the predicted noise power). Measured: per-token 41.2 dB (predicted 41.2) and 19.9-20.6 dB
-     with the outlier (predicted 19.9-20.5; the anchor of
-     :data:`kernellab.topics.quant_study.REFERENCE_SQNR_DB` 19.7); one scale for all tokens 39-40 dB and
-     11.2-11.9 dB (anchor 10.9): the outlier case fails it. Only for layers of at least
-     SQNR_MIN_OUTPUTS = 1024 outputs: the prediction is an average (the pipeline rule holds
-     everywhere).
-
-Performance (cpu tier, one thread, interleaved, fresh inputs per call): ``int8_gemm`` at
-M = N = K = 512 against the provided naive integer loop
-(:func:`reference_kernels.quant.int8_gemm_naive` under ``numba.njit``: i, j, k, the inner loop
-down a column of Bq), speedup >= :data:`MIN_SPEEDUP_NAIVE`. Measured on the course machine
-(2-core AMD EPYC Zen 4): the naive loop 1.6-3.5 GOP/s; a plain ikj loop with int32 rows 11x;
-the solution (pairs of int16 products summed into int32, the ``vpmaddwd`` pattern) 16x. (Numba
-types the product of two int32 scalars as int64, so the naive loop accumulates in int64.) Every
-timed call's C is checked exactly right after it returns (Freivalds: C x = Aq (Bq x) in int64
-for random +-1 vectors x, outside the timer) and the last one in full; a call faster than 4 x
-the measured fp32 FMA peak in int8 operations (AVX-512 VNNI's ratio: one ``VPDPBUSD`` does four
-u8 x s8 multiply-adds per 32-bit lane where an fp32 FMA does one; Intel SDM, VPDPBUSD; times
-:data:`kernellab.machine.PEAK_MARGIN` for clock changes, :func:`kernellab.machine.speed_limit`)
-voids the speed points.
-
-Every function is also called again right after one of its cases with a few entries of
-its inputs changed at fresh random positions (:mod:`grader.labs._repeat`): a cache of packed
-weights keyed on the shapes and a few entries returns the earlier call's output and fails.
-
-The clamp: with S = max|row| / 127 every |x / S| is at most 127 (1 + u) for normal floats, so
-the clamp acts only where S underflows — rows of subnormal magnitude, where S = max / 127
-rounds to a whole ulp of the subnormal range and |x / S| reaches 190 (the ``subnormal`` case;
-without the clamp int8 wraps). In practice it matters with calibrated (percentile) scales:
-chapter 6.
+The reasoning behind every rule, case kind and threshold: ``README.md`` beside this file. The
+worker side: :mod:`grader.labs.int8_linear.measure`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from grader.labs._gemm import case_seed
-from grader.labs._timed import TimedCalls
-from grader.labs._repeat import change_inputs, repeat_case, stale_note
-from grader.spec import (Case, CaseData, HiddenCases, LabSpec, OneOf, RuleResult, Whole,
-                         hidden_case_error, parse_hidden_case)
+from grader.rules import Rule, median
+from grader.spec import Case, CaseData, LabSpec, OneOf, RuleResult, Whole
 from kernellab.numerics import Comparison, Exact, Explicit, compare, unit_roundoff
 from reference_kernels.quant import (OUTLIER_FACTOR, QMAX, int_gemm_golden, linear_golden,
                                      predicted_sqnr_db, quantize_per_channel_golden,
@@ -103,8 +51,8 @@ INT8_OPS_PER_FP32_FLOP = 4  # VPDPBUSD: 4 int8 MACs per 32-bit lane vs 1 fp32 FM
 QUANT_CASES = [  # (N, K, kind)
     (1, 1, "normal"), (1, 7, "normal"), (3, 1, "normal"), (16, 64, "normal"),
     (64, 33, "decades"), (127, 255, "normal"), (5, 4097, "decades"), (8, 300, "ties"),
-    (33, 65, "ties"), (16, 200, "near_ties"), (8, 64, "subnormal"), (4, 16, "zero_row"), (6, 50, "negative_max"), (9, 40, "tiny"),
-    (9, 40, "huge"),
+    (33, 65, "ties"), (16, 200, "near_ties"), (8, 64, "subnormal"), (4, 16, "zero_row"),
+    (6, 50, "negative_max"), (9, 40, "tiny"), (9, 40, "huge"),
 ]
 GEMM_CASES = [  # (M, N, K, kind)
     (1, 1, 1, "random"), (2, 3, 5, "random"), (31, 33, 65, "random"), (64, 64, 64, "random"),
@@ -135,6 +83,14 @@ HIDDEN_PARAMS = {
 }
 VISIBLE_SEED = 20261206
 MAX_CASE_BYTES = 96 << 20
+
+RULES = (
+    Rule("int8_gemm: speedup over the naive integer loop", ">=", MIN_SPEEDUP_NAIVE, "x",
+         why=f"median of per-round time ratios at M=N=K={PERF_N}, one thread"),
+    Rule("fastest timed call is plausible", "max<=",
+         f"PEAK_MARGIN x {INT8_OPS_PER_FP32_FLOP} x the measured one-core fp32 FMA peak",
+         " GOP/s", why="a gate: no points, but failing it voids the speed points"),
+)
 
 
 def _quant_data(N: int, K: int, kind: str, rng) -> np.ndarray:
@@ -244,61 +200,44 @@ class Int8Linear(LabSpec):
                               "dequantize_linear_golden", "quantize_symmetric"})
     codegen = "default"
 
-    # ------------------------------------------------------------------ cases
-    def cases(self, hidden: HiddenCases) -> list[Case]:
-        out = []
-        for n, k, kind in QUANT_CASES:
-            name = f"quantize {n}x{k} {kind}"
-            out.append(Case(name, {"fn": "quantize_per_channel", "N": n, "K": k, "kind": kind},
-                            case_seed(VISIBLE_SEED, name)))
-            if name in REPEATED:
-                out.append(repeat_case(out[-1], REPEATED[name]))
-        for m, n, k, kind in GEMM_CASES:
-            name = f"gemm {m}x{n}x{k} {kind}"
-            out.append(Case(name, {"fn": "int8_gemm", "M": m, "N": n, "K": k, "kind": kind},
-                            case_seed(VISIBLE_SEED, name)))
-            if name in REPEATED:
-                out.append(repeat_case(out[-1], REPEATED[name]))
-        for m, k, n, kind in LINEAR_CASES:
-            name = f"linear {m}x{k}->{n} {kind}"
-            out.append(Case(name, {"fn": "linear_w8a8", "M": m, "K": k, "N": n, "kind": kind},
-                            case_seed(VISIBLE_SEED, name)))
-            if name in REPEATED:
-                out.append(repeat_case(out[-1], REPEATED[name]))
-        for i, p in enumerate(hidden.cases):
-            p = self._validate(p, i)
-            out.append(Case(f"hidden{i} {self._label(p)}", p,
-                            case_seed(hidden.seed or 0, f"hidden{i}"), hidden=True))
-        if hidden.seed is not None and not hidden.cases:
-            rng = np.random.default_rng(hidden.seed)
-            for i in range(6):
-                r = lambda a, b: int(rng.integers(a, b))  # noqa: E731
-                if i % 3 == 0:
-                    p = {"fn": "quantize_per_channel", "N": r(1, 200), "K": r(1, 600),
-                         "kind": ("normal", "decades", "ties")[r(0, 3)]}
-                elif i % 3 == 1:
-                    p = {"fn": "int8_gemm", "M": r(1, 80), "N": r(1, 80), "K": r(1, 5000),
-                         "kind": ("random", "extremes", "float32_inexact")[r(0, 3)]}
-                else:
-                    p = {"fn": "linear_w8a8", "M": r(1, 80), "K": r(1, 700), "N": r(1, 80),
-                         "kind": ("gaussian_small", "near_ties")[r(0, 2)]}
-                out.append(Case(f"hidden{i} {self._label(p)}", p,
-                                case_seed(hidden.seed, f"hidden{i}"), hidden=True))
-        return out
+    select_by = "fn"
+    variants = HIDDEN_PARAMS
+    visible_seed = VISIBLE_SEED
+    repeated = REPEATED
+    hidden_seed_by_index = True
+    rules = RULES
 
-    @staticmethod
-    def _label(p: dict) -> str:
+    # ------------------------------------------------------------------ cases
+    def visible_params(self) -> list[dict]:
+        return ([{"fn": "quantize_per_channel", "N": n, "K": k, "kind": kind}
+                 for n, k, kind in QUANT_CASES]
+                + [{"fn": "int8_gemm", "M": m, "N": n, "K": k, "kind": kind}
+                   for m, n, k, kind in GEMM_CASES]
+                + [{"fn": "linear_w8a8", "M": m, "K": k, "N": n, "kind": kind}
+                   for m, k, n, kind in LINEAR_CASES])
+
+    def case_name(self, p: dict) -> str:
         if p["fn"] == "quantize_per_channel":
             return f"quantize {p['N']}x{p['K']} {p['kind']}"
         if p["fn"] == "int8_gemm":
             return f"gemm {p['M']}x{p['N']}x{p['K']} {p['kind']}"
         return f"linear {p['M']}x{p['K']}->{p['N']} {p['kind']}"
 
-    @staticmethod
-    def _validate(p: dict, i: int = 0) -> dict:
-        """Hidden case ``i``'s parameters (grader.spec.parse_hidden_case), within the arrays'
-        size cap. Raises ValueError in plain words."""
-        q = parse_hidden_case(i, p, {}, by="fn", variants=HIDDEN_PARAMS)
+    def random_params(self, rng, i: int) -> dict:
+        def r(a, b):
+            return int(rng.integers(a, b))
+
+        if i % 3 == 0:
+            return {"fn": "quantize_per_channel", "N": r(1, 200), "K": r(1, 600),
+                    "kind": ("normal", "decades", "ties")[r(0, 3)]}
+        if i % 3 == 1:
+            return {"fn": "int8_gemm", "M": r(1, 80), "N": r(1, 80), "K": r(1, 5000),
+                    "kind": ("random", "extremes", "float32_inexact")[r(0, 3)]}
+        return {"fn": "linear_w8a8", "M": r(1, 80), "K": r(1, 700), "N": r(1, 80),
+                "kind": ("gaussian_small", "near_ties")[r(0, 2)]}
+
+    def case_limits(self, q: dict) -> str | None:
+        """Within the arrays' size cap."""
         fn = q["fn"]
         if fn == "quantize_per_channel":
             nbytes = 5 * q["N"] * q["K"]
@@ -307,15 +246,11 @@ class Int8Linear(LabSpec):
         else:
             nbytes = 4 * q["M"] * q["K"] + 5 * q["N"] * q["K"] + 4 * q["M"] * q["N"]
         if nbytes > MAX_CASE_BYTES:
-            raise hidden_case_error(i, f"the arrays must fit in {MAX_CASE_BYTES >> 20} MiB "
-                                       f"(these need {nbytes / 2**20:.0f} MiB)")
-        return q
+            return (f"the arrays must fit in {MAX_CASE_BYTES >> 20} MiB "
+                    f"(these need {nbytes / 2**20:.0f} MiB)")
+        return None
 
-    def case_data(self, case: Case) -> CaseData:
-        return change_inputs(case, self._case_data(case))
-
-    @staticmethod
-    def _case_data(case: Case) -> CaseData:
+    def case_arrays(self, case: Case) -> CaseData:
         p = case.params
         rng = np.random.default_rng(case.seed)
         if p["fn"] == "quantize_per_channel":
@@ -342,11 +277,7 @@ class Int8Linear(LabSpec):
         return out
 
     # ------------------------------------------------------------------ checks
-    def check(self, case: Case, data: CaseData, outputs: dict):
-        return stale_note(self, case, data, outputs, self._check(case, data, outputs))
-
-    @staticmethod
-    def _check(case: Case, data: CaseData, outputs: dict):
+    def compare(self, case: Case, data: CaseData, outputs: dict):
         fn = case.params["fn"]
         if fn == "quantize_per_channel":
             return _check_quantize(data.inputs["W"], outputs["Wq"], outputs["scales"])
@@ -362,103 +293,30 @@ class Int8Linear(LabSpec):
     def perf_plan(self) -> dict:
         return {"n": PERF_N, "rounds": PERF_ROUNDS, "threads": PERF_THREADS}
 
-    def measure(self, namespace: dict, plan: dict, workdir: Path) -> dict:
-        """Worker side: int8_gemm vs the naive integer loop, interleaved, one thread, fresh
-        inputs for every call; each of the submission's C checked exactly right after it
-        returns (Freivalds, outside the timer); the last one saved for the grader."""
-        from kernellab import machine, threads, timing
-        import numba
-
-        from reference_kernels.quant import int8_gemm_naive
-
-        naive = numba.njit(cache=True)(int8_gemm_naive)
-        fn = namespace["int8_gemm"]
+    def planned(self, plan: dict) -> dict:
         n = int(plan["n"])
-        rng = np.random.default_rng()
-        check_rng = np.random.default_rng()
-        fill = np.iinfo(np.int32).min
-        calls = TimedCalls(("Aq", "Bq"), ("C",),
-                           is_correct=lambda ab, c: exact_freivalds(*ab, c[0], check_rng),
-                           is_unwritten=lambda c: bool((c[0] == fill).any()))
-        fresh = calls.setup(
-            lambda: (rng.integers(-128, 128, size=(n, n), dtype=np.int8),
-                     rng.integers(-128, 128, size=(n, n), dtype=np.int8)),
-            lambda: (np.full((n, n), fill, np.int32),))
+        return {"params": {"fn": "int8_gemm", "M": n, "N": n, "K": n, "kind": "random"},
+                "what": f"{n}^3 int8 GEMM",
+                "arrays": {"Aq": ((n, n), "int8"), "Bq": ((n, n), "int8"),
+                           "C": ((n, n), "int32")}}
 
-        small = fresh()
-        naive(small[0][:2], small[1], small[2][:2])  # compile outside the timed rounds
-        threads_ = int(plan["threads"])
-        rounds = int(plan["rounds"])
-        g = timing.interleaved({"submission": fn, "naive": naive}, baseline="submission",
-                               setup=fresh, warmup=1, rounds=rounds, threads_=threads_,
-                               after=calls.after)
-        t = {k: v.times for k, v in g.timings.items()}
-        ops = 2.0 * n ** 3
-        info = machine.cpu_info()
-        return {
-            "speedup_naive": [a / b for a, b in zip(t["naive"], t["submission"])],
-            "gops": [ops / x / 1e9 for x in t["submission"]],
-            "gops_naive": [ops / x / 1e9 for x in t["naive"]],
-            "peak_gflops": info.peak_flops(np.float32, cores=min(info.cores, threads_)) / 1e9,
-            "peak_formula": info.formula(np.float32, cores=min(info.cores, threads_)),
-            "setup": {"description": f"int8 x int8 -> int32, M=N=K={n}, {threads_} thread"
-                                     f"{'s' if threads_ != 1 else ''}, {rounds} interleaved "
-                                     "rounds, fresh inputs per call",
-                      "threads_note": threads.status()["note"],
-                      "timings": g.to_dict()["timings"]},
-            "recheck": calls.save(workdir, {"fn": "int8_gemm", "M": n, "N": n, "K": n,
-                                            "kind": "random"}),
-        }
-
-    def perf_data_check(self, plan: dict, recheck: dict, arrays: dict) -> str | None:
-        n = int(plan["n"])
-        if recheck.get("params") != {"fn": "int8_gemm", "M": n, "N": n, "K": n,
-                                     "kind": "random"}:
-            return (f"the timed calls were not the planned {n}^3 int8 GEMM "
-                    f"({recheck.get('params')!r}): was the grading process tampered with?")
-        for name, dt in (("Aq", np.int8), ("Bq", np.int8), ("C", np.int32)):
-            a = arrays.get(name)
-            if a is None or a.shape != (n, n) or a.dtype != dt:
-                got = "missing" if a is None else f"{a.shape} {a.dtype}"
-                return (f"the last timed call's {name} is {got}, not ({n}, {n}) "
-                        f"{np.dtype(dt).name}: was the grading process tampered with?")
-        return None
-
-    def perf_rules(self, m: dict) -> list[RuleResult]:
-        med = lambda xs: float(np.median(xs))  # noqa: E731
-        rng = lambda xs: (float(min(xs)), float(max(xs)))  # noqa: E731
+    def rules_cpu(self, m: dict) -> list[RuleResult]:
         from kernellab import machine
 
         limit = machine.speed_limit(np.float32, cores=PERF_THREADS,
                                     factor=INT8_OPS_PER_FP32_FLOP, unit="GOP/s")
-        plausible = limit.gflops
+        speed, plausible = RULES
         return [
-            RuleResult("int8_gemm: speedup over the naive integer loop", med(m["speedup_naive"]),
-                       MIN_SPEEDUP_NAIVE, ">=", "x",
-                       med(m["speedup_naive"]) >= MIN_SPEEDUP_NAIVE,
-                       f"M=N=K={PERF_N}, one thread: naive {med(m['gops_naive']):.2f} GOP/s, "
-                       f"yours {med(m['gops']):.1f} GOP/s", rng(m["speedup_naive"])),
-            RuleResult("fastest timed call is plausible", max(m["gops"]), plausible, "<=",
-                       " GOP/s", max(m["gops"]) <= plausible,
-                       f"limit = {limit.text} (int8 operations): AVX-512 VNNI's int8 rate is "
-                       f"{INT8_OPS_PER_FP32_FLOP}x the fp32 one; nominal fp32 peak "
-                       f"{m['peak_formula']} (not used); faster means the timer was cheated "
-                       "(cached results, work outside the call)",
-                       rng(m["gops"]), scored=False),
+            speed.judge(m["speedup_naive"],
+                        f"M=N=K={PERF_N}, one thread: naive {median(m['gops_naive']):.2f} "
+                        f"GOP/s, yours {median(m['gops']):.1f} GOP/s"),
+            plausible.judge(m["gops"],
+                            f"limit = {limit.text} (int8 operations): AVX-512 VNNI's int8 rate "
+                            f"is {INT8_OPS_PER_FP32_FLOP}x the fp32 one; nominal fp32 peak "
+                            f"{m['peak_formula']} (not used); faster means the timer was "
+                            "cheated (cached results, work outside the call)",
+                            threshold=limit.gflops),
         ]
-
-
-def exact_freivalds(A: np.ndarray, B: np.ndarray, C: np.ndarray, rng, rounds: int = 2) -> bool:
-    """C == A @ B exactly? Two random +-1 vectors x: C x == A (B x) in int64 (exact, O(n^2)); a
-    wrong C passes with probability at most 2^-rounds per wrong row, in practice never."""
-    if C.shape != (A.shape[0], B.shape[1]) or C.dtype.kind not in "iu":
-        return False
-    A64, B64, C64 = A.astype(np.int64), B.astype(np.int64), C.astype(np.int64)
-    for _ in range(rounds):
-        x = rng.choice(np.array([-1, 1], np.int64), size=B.shape[1])
-        if not np.array_equal(C64 @ x, A64 @ (B64 @ x)):
-            return False
-    return True
 
 
 def _bits_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
