@@ -24,7 +24,8 @@ import tempfile
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parent.parent.parent
-#: the code a baseline's counters depend on: the simulator, the kernels, the lab specs
+#: the code a baseline's counters depend on: the simulator, the kernels, the lab specs (not
+#: the labs' known submissions)
 _SOURCES = ("kernellab/sim", "kernellab/kernels", "grader/labs")
 #: what every baseline launch record has (:func:`grader.labs._cuda.launch_dict`)
 _KEEP = ("name", "grid", "block", "counters")
@@ -39,6 +40,8 @@ def _source_digest() -> str:
         for rel in _SOURCES:
             p = _ROOT / rel
             for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
+                if "submissions" in f.relative_to(p).parts:  # students' code, not a baseline's
+                    continue
                 h.update(str(f.relative_to(_ROOT)).encode() + b"\0" + f.read_bytes() + b"\0")
         _SOURCE_DIGEST.append(h.hexdigest())
     return _SOURCE_DIGEST[0]
