@@ -419,3 +419,23 @@ def test_captured_figures_are_the_launch_s_not_what_host_code_made_of_them():
     d = capture_dict(cap, CARD)["launches"][0]
     assert d["flops"]["vector"] == n // 2 and d["bytes"]["GM->UB"] == n
     assert d["pipe_busy_pct"]["MTE2"] > 0 and d["cycles"] == cap.launches[0].figures["cycles"]
+
+
+# ------------------------------------------------------------------ grader side, worker side
+def test_the_grader_side_never_imports_the_worker_side():
+    """Building the cases, the plan and the planned arrays imports each lab's spec and baseline
+    but not its measure module, which only the worker imports (base ``measure`` dispatches to
+    its ``measure_npu``)."""
+    code = ("import json, sys\nfrom grader.labs import get_spec_class\nfrom grader.spec import "
+            "HiddenCases\nfor lab in ('npu-vector-add', 'npu-matmul'):\n"
+            "    s = get_spec_class(lab)()\n    s.cases(HiddenCases(seed=1))\n"
+            "    s.planned(s.perf_plan())\n"
+            "print(json.dumps(sorted(m for m in sys.modules\n"
+            "                        if m.startswith('grader.labs.npu'))))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    loaded = json.loads(r.stdout.strip().splitlines()[-1])
+    assert loaded and not [m for m in loaded if m.endswith(".measure")], loaded
+    for lab in LABS:
+        assert callable(get_spec_class(lab)().worker_module().measure_npu)
