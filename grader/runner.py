@@ -160,7 +160,8 @@ class _Session:
             return False
         t0 = time.perf_counter()
         try:
-            r = self.worker.request({"op": "load", "functions": {k: list(v) for k, v in spec.functions.items()}},
+            functions = {k: list(v) for k, v in spec.functions.items()}
+            r = self.worker.request({"op": "load", "functions": functions},
                                     spec.compile_timeout_s)
         except WorkerDied as exc:
             self._died()
