@@ -23,9 +23,9 @@ from numba.cuda.np import numpy_support as _npsupport
 from kernellab.sim import arrays as _a
 from kernellab.sim import content_digest
 from kernellab.sim.arrays import (
-    AID_SHIFT, ATOMIC_BIT, CTX_SHIFT, OFF_BITS, OFF_MASK, SITE_MASK, W_SHIFT, WRITE_BIT, _STORE_BITS,
-    SimArray, _codes, _ctx_ids, _ctxs, _idx_str, _join, _listeners, _new_log, _Root, _where,
-    _wrap,
+    AID_SHIFT, ATOMIC_BIT, CTX_SHIFT, OFF_BITS, OFF_MASK, SITE_MASK, W_SHIFT, WRITE_BIT,
+    _STORE_BITS, SimArray, _codes, _ctx_ids, _ctxs, _idx_str, _join, _listeners, _new_log, _Root,
+    _where, _wrap,
 )
 from kernellab.sim.counters import COUNTER_KEYS
 from kernellab.sim.cudamod import _poisoned
@@ -561,8 +561,8 @@ class _Launch(_Explain):
                      "the end and guard only its global loads and stores"
                      if 0 < gone < len(self.threads) else "")
             raise UninitialisedReadError(
-                f"tid={_idx_str(th)} ctaid={_idx_str(self.block_idx(blin[idx][k]))}: read of shared "
-                f"array {root.name}{_unravel(root, int(ua_off[ad[k]]))} at "
+                f"tid={_idx_str(th)} ctaid={_idx_str(self.block_idx(blin[idx][k]))}: read of "
+                f"shared array {root.name}{_unravel(root, int(ua_off[ad[k]]))} at "
                 f"{self.site_where(site[idx][k])}, which no thread of this block has "
                 "written (shared memory starts uninitialised on a GPU; the sim tier "
                 f"fills it with NaN / bytes 0xCD){early}")

@@ -162,8 +162,8 @@ class _GridGroup:
     def sync(self):
         if _a._launch.nblocks != 1:
             raise DivergenceError(
-                f"{_where()}: grid.sync() with {_a._launch.nblocks} blocks: the sim tier runs blocks "
-                "one after another and can only synchronise a one-block grid")
+                f"{_where()}: grid.sync() with {_a._launch.nblocks} blocks: the sim tier runs "
+                "blocks one after another and can only synchronise a one-block grid")
         return _barrier("plain", 0, _getframe(1))
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 
 class SimError(Exception):
-    """Base class. ``kind`` is a short machine-readable name (``"race"``, ``"out-of-bounds"``...)."""
+    """Base class. ``kind`` is a short machine-readable name (``"race"``,
+    ``"out-of-bounds"``...)."""
 
     kind = "sim-error"
 
@@ -52,7 +53,8 @@ class LaunchConfigError(SimError, ValueError):
 
 
 class StuckKernelError(SimError):
-    """The watchdog found a block that cannot make progress (spin-wait, deadlock) or ran too long."""
+    """The watchdog found a block that cannot make progress (spin-wait, deadlock) or ran too
+    long."""
 
     kind = "stuck"
 

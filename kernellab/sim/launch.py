@@ -226,8 +226,9 @@ def _wrap_arg(L, name, d):
 
 def _arrays_outside_arguments(fn):
     """[{"name", "nbytes"}] of the numpy arrays a kernel (or a device function it calls) reads
-    from its module's globals, its closure or its parameters' defaults (also inside tuples). On a GPU numba
-    freezes them into the kernel as constants when it compiles; here they are read live and
+    from its module's globals, its closure or its parameters' defaults (also inside tuples).
+    On a GPU numba freezes them into the kernel as constants when it compiles; here they are
+    read live and
     are neither counted nor checked. Names are matched as the code names them (an attribute
     name that is also a global's name is counted too)."""
     found, seen, stack = {}, set(), [fn]

@@ -195,10 +195,13 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
             if f.f_lasti != lasti0 or f.f_code is not code0:
                 sites = {}
                 for u in at_bar:
-                    sites.setdefault((u.wait[2].f_code, _instr_start(u.wait[2].f_code, u.wait[2].f_lasti)), []).append(u)
+                    fu = u.wait[2]
+                    sites.setdefault((fu.f_code, _instr_start(fu.f_code, fu.f_lasti)),
+                                     []).append(u)
                 break
         if len(sites) > 1:
-            desc = "; ".join(f"{_thread_list(ts)} at line {_line_of(*s)}" for s, ts in sites.items())
+            desc = "; ".join(f"{_thread_list(ts)} at line {_line_of(*s)}"
+                             for s, ts in sites.items())
             raise DivergenceError(
                 f"ctaid={_idx_str(ctaid)}: threads wait at different syncthreads() calls ({desc}):"
                 " a barrier inside a branch not taken by the whole block")
@@ -311,7 +314,7 @@ def _warp_progress(launch, threads, wq, runq, exited=None, drain=False):
         else:
             key = u.wait[1]
         groups.setdefault(key, []).append(u)
-    for key, group in groups.items():
+    for group in groups.values():
         mask = group[0].wait[1]
         if mask is ACTIVE:
             live = 0

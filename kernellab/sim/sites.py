@@ -125,7 +125,8 @@ def _assigned_name(code, lasti):
                 if ins.opname in ("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF"):
                     name = ins.argval
                 break
-            if ins.offset >= _instr_start(code, lasti) and ins.opname.startswith(("CALL", "PRECALL")):
+            if (ins.offset >= _instr_start(code, lasti)
+                    and ins.opname.startswith(("CALL", "PRECALL"))):
                 after = ins.opname.startswith("CALL")
         _name_cache[key] = name
     return _name_cache[key]
@@ -193,7 +194,6 @@ class _Explain:
         if cid == 0:
             return f"line {line}"
         return f"line {line} of {code.co_name}"
-
 
     def _race(self, root, sp, off, a1, a2, blin, where=None):
         """Raise the RaceError of two accesses ``a1``, ``a2`` = (tid, is_write, site) to one
