@@ -98,8 +98,8 @@ def main(argv=None) -> int:
         fns[name] = kernel
         descriptions[name] = kernel.description
     fns["ikj_prange"] = ikj_prange
-    descriptions["ikj_prange"] = ("not in the ladder: tests/submissions/gemm_cpu/ikj_plain.py, "
-                                  "plain ikj + prange (lab 1 must fail it)")
+    descriptions["ikj_prange"] = ("not in the ladder: grader/labs/gemm_cpu/submissions/wrong/"
+                                  "ikj_plain.py, plain ikj + prange (lab 1 must fail it)")
     if args.kernels:
         wanted = [k.strip() for k in args.kernels.split(",") if k.strip()]
         unknown = sorted(set(wanted) - set(fns))
