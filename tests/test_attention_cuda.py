@@ -15,13 +15,13 @@ import pytest
 
 import kernellab
 from kernellab.kernels import attention_cuda as ac
-from grader.labs.flash_attention import rule
+from grader.labs.flash_attention.spec import rule
 from kernellab.numerics import compare, ulp
 from reference_kernels.attention import attention_golden, attention_plain
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 
-#: The error rule is the lab's (grader.labs.flash_attention.rule): FlashAttention's, kappa = 2
+#: The error rule is the lab's (grader.labs.flash_attention.spec.rule): FlashAttention's, kappa = 2
 #: times the error of reference_kernels.attention.attention_plain (products and sums left to
 #: right in float32, like a one-pass kernel's) plus one ulp at max|O| plus, for float32, the
 #: derived rounding bound of a fused kernel. Without that bound a correct float32 kernel used up
@@ -35,7 +35,7 @@ def _qkv(shape, dtype, seed):
 
 
 def fa_policy(Q, K, V, causal, ref):
-    """The lab's correctness rule (grader.labs.flash_attention.rule)."""
+    """The lab's correctness rule (grader.labs.flash_attention.spec.rule)."""
     return rule(Q, K, V, causal, ref)
 
 

@@ -16,7 +16,7 @@ def _softmax_launches(seed: int, M: int = 8, N: int = 300):
     from numba import cuda
 
     from grader.labs._cuda import launch_dict
-    from grader.labs.softmax_cuda import softmax_inputs
+    from grader.labs.softmax_cuda.spec import softmax_inputs
     from kernellab import sim
     from kernellab.kernels.softmax_cuda import softmax_v2
 
@@ -31,7 +31,7 @@ def _attention_launches(seed: int, causal: bool):
     from numba import cuda
 
     from grader.labs._cuda import launch_dict
-    from grader.labs.flash_attention import attention_inputs
+    from grader.labs.flash_attention.spec import attention_inputs
     from kernellab import sim
     from kernellab.kernels.attention_cuda import attention_v1
 

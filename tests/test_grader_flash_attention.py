@@ -24,10 +24,10 @@ import numpy as np
 import pytest
 
 import kernellab
-from grader.labs import flash_attention as lab
+from grader.labs.flash_attention import diagnose as diag
+from grader.labs.flash_attention import spec as lab
 from grader.runner import grade, recheck
 from grader.spec import Case, CaseData, HiddenCases
-from kernellab.numerics import compare
 from reference_kernels.attention import attention_golden, attention_plain
 from known import Folder  # tests/known.py: where each known submission is
 
@@ -67,7 +67,8 @@ def test_solution_passes_and_json_has_the_figures():
     assert d["cases_passed"] == d["cases_total"] == len(lab.CASES)
     for c in d["cases"]:
         assert c["error"] is None
-        assert c["comparison"]["budget_used"] <= 0.5, c     # kernellab.numerics' margin rule: under half
+        # kernellab.numerics' margin rule: under half
+        assert c["comparison"]["budget_used"] <= 0.5, c
     rules = {x["name"]: x for x in d["rules"]}
     assert list(rules) == [TRAFFIC, SPEED, BY_KERNELS]
     assert all(x["passed"] for x in rules.values())
@@ -246,7 +247,7 @@ def test_correct_designs_pass_the_replay(name):
 
 
 #: the visible cases whose every score lies far below zero, and a normal one
-NEGATIVE = tuple(lab.FlashAttention()._name(dict(zip(("B", "H", "N", "d", "dtype", "causal",
+NEGATIVE = tuple(lab.FlashAttention().case_name(dict(zip(("B", "H", "N", "d", "dtype", "causal",
                                                       "kind"), c)))
                  for c in lab.CASES if c[-1] == "negative")
 
@@ -362,7 +363,7 @@ def test_float16_accumulation_fails():
 
 
 def test_diagnoses_name_each_mistake_and_only_it():
-    spec = lab.FlashAttention
+    spec = diag
     Q, K, V = _qkv(70)
     ref, _ = attention_golden(Q, K, V, True)
     bound = lab.rule(Q, K, V, True, ref).bounds(ref)[0]
@@ -374,7 +375,7 @@ def test_diagnoses_name_each_mistake_and_only_it():
         "next": spec.diagnose(Q, K, V, True, attention_golden(Q, K, V, True,
                                                               causal_offset=1)[0], bound),
         "none": spec.diagnose(Q, K, V, True, attention_golden(Q, K, V, False)[0], bound),
-        "rescale": spec.diagnose(Q, K, V, True, lab.unrescaled(Q, K, V, True, 16), bound),
+        "rescale": spec.diagnose(Q, K, V, True, diag.unrescaled(Q, K, V, True, 16), bound),
         "random": spec.diagnose(Q, K, V, True, np.random.default_rng(0).standard_normal(
             Q.shape), bound),
     }
@@ -420,8 +421,8 @@ def test_float16_hint_only_for_float16_sized_errors():
 def test_unrescaled_equals_attention_with_one_block_and_differs_with_several():
     Q, K, V = _qkv(40)
     ref, _ = attention_golden(Q, K, V, False)
-    assert np.allclose(lab.unrescaled(Q, K, V, False, 64), ref, rtol=1e-12, atol=1e-12)
-    assert np.abs(lab.unrescaled(Q, K, V, False, 8) - ref).max() > 0.1
+    assert np.allclose(diag.unrescaled(Q, K, V, False, 64), ref, rtol=1e-12, atol=1e-12)
+    assert np.abs(diag.unrescaled(Q, K, V, False, 8) - ref).max() > 0.1
 
 
 def test_nan_and_overflow_hints():
@@ -447,7 +448,7 @@ def test_running_max_from_zero_is_named_on_far_below_zero_rows_only(dtype, causa
     assert S.max() < -100                       # every score of every row far below zero
     ref, _ = attention_golden(Q, K, V, causal)
     assert _verdict(Q, K, V, causal, ref.astype(dtype)).ok
-    alt = lab.max_from_zero(Q, K, V, causal)
+    alt = diag.max_from_zero(Q, K, V, causal)
     assert np.isnan(alt).all()                  # exp(s - 0) underflows float32: O = 0/0
     with np.errstate(invalid="ignore"):
         res = _verdict(Q, K, V, causal, alt.astype(dtype))
@@ -457,7 +458,7 @@ def test_running_max_from_zero_is_named_on_far_below_zero_rows_only(dtype, causa
     assert not zero.ok and "running max" not in zero.message
     Qn, Kn, Vn = _qkv(40, dtype=dtype)
     rn, _ = attention_golden(Qn, Kn, Vn, causal)
-    assert np.allclose(lab.max_from_zero(Qn, Kn, Vn, causal), rn, rtol=1e-5, atol=1e-6)
+    assert np.allclose(diag.max_from_zero(Qn, Kn, Vn, causal), rn, rtol=1e-5, atol=1e-6)
 
 
 # -------------------------------------------------------------------------------- cases
@@ -486,7 +487,7 @@ def test_visible_cases_cover_the_issue_sizes_and_options():
 ])
 def test_bad_hidden_cases_are_refused_in_plain_words(bad):
     with pytest.raises(ValueError, match="hidden case"):
-        lab.FlashAttention()._validate(bad)
+        lab.FlashAttention().parse_case(bad)
 
 
 def test_hidden_cases_from_a_seed_and_a_file(tmp_path):
@@ -494,7 +495,7 @@ def test_hidden_cases_from_a_seed_and_a_file(tmp_path):
     seeded = [c for c in spec.cases(HiddenCases(seed=7)) if c.hidden]
     assert len(seeded) == 5
     for c in seeded:
-        assert spec._validate(c.params) == c.params
+        assert spec.parse_case(c.params) == c.params
     # one with every score far below zero, one past the 512 keys fixed-size rows stop at
     assert [c.params["kind"] for c in seeded].count("negative") == 1
     for seed in range(20):
@@ -502,11 +503,11 @@ def test_hidden_cases_from_a_seed_and_a_file(tmp_path):
         assert 512 < long["N"] <= 640 and long["causal"] and long["d"] == 32
         assert lab.hidden_work(long) <= lab.MAX_HIDDEN_WORK
     # the cap: N = 724 causal or 512 not causal at d = 32, and no further
-    assert spec._validate({"N": 724, "d": 32, "causal": True})["N"] == 724
-    assert spec._validate({"N": 512, "d": 32})["N"] == 512
+    assert spec.parse_case({"N": 724, "d": 32, "causal": True})["N"] == 724
+    assert spec.parse_case({"N": 512, "d": 32})["N"] == 512
     for bad in ({"N": 725, "d": 32, "causal": True}, {"N": 513, "d": 32}):
         with pytest.raises(ValueError, match="halved when causal"):
-            spec._validate(bad)
+            spec.parse_case(bad)
     f = tmp_path / "h.json"
     f.write_text(json.dumps({"seed": 1, "cases": [{"N": 33, "d": 64, "causal": True}]}))
     (c,) = [c for c in spec.cases(HiddenCases.load(f)) if c.hidden]
@@ -524,7 +525,8 @@ def test_perf_data_check_refuses_a_different_timed_call_and_a_failed_replay():
     slots = np.full((lab.REPLAY_SLOTS, 1, 1, 8, 32), np.nan, np.float16)
     slots[1] = attention_golden(Q, K, V, False)[0]           # found in a later slot
     good.update(replay_Q=Q, replay_K=K, replay_V=V, replay_O=slots)
-    rc = {"params": spec._params(plan), "scalars": {"causal": False}, "replay_error": None}
+    rc = {"params": spec.planned(plan)["params"], "scalars": {"causal": False},
+          "replay_error": None}
     assert spec.perf_data_check(plan, rc, good) is None
     assert "tampered" in spec.perf_data_check(plan, dict(rc, scalars={"causal": True}), good)
     small = dict(good, O=np.zeros((1, 1, 4, 32), np.float16))

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import kernellab
-from grader.labs import softmax_cuda as lab
+from grader.labs.softmax_cuda import spec as lab
 from grader.labs._cuda import stores_into_final, with_atomic_reads
 from grader.runner import check_case, grade, recheck
 from grader.spec import HiddenCases
@@ -70,7 +70,7 @@ def run_case(ns: dict, name: str):
 def timed(ns: dict, tmp_path: Path, plan: dict = SMALL):
     """The sim tier's timed call (``SMALL``: 16 x 256), its rules and its re-check."""
     spec = lab.SoftmaxCUDA()
-    m = json.loads(json.dumps(spec._measure_sim(ns["softmax"], plan, tmp_path)))
+    m = json.loads(json.dumps(spec.measure({"softmax": ns["softmax"]}, plan, tmp_path)))
     rules = {r.name: r for r in spec.perf_rules(m)}
     return rules, recheck(spec, plan, m["recheck"], tmp_path)
 

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 import kernellab
-from grader.labs import softmax_cuda as lab
+from grader.labs.softmax_cuda import spec as lab
 from grader.runner import grade, recheck
-from grader.spec import Case, HiddenCases
+from grader.spec import HiddenCases
 from kernellab.numerics import RowSoftmax, compare
 from reference_kernels.reductions import softmax_golden, softmax_shift
 from known import Folder  # tests/known.py: where each known submission is
@@ -74,8 +74,9 @@ def test_solution_passes_in_budget_and_json_has_the_figures():
     assert d["cases_passed"] == d["cases_total"] == n_cases
     for c in d["cases"]:
         assert c["error"] is None
-        # the reference solution uses at most half of its budget (kernellab.numerics' margin rule); a correctly
-        # rounded float16 output uses exactly half of the one-ulp output term at worst
+        # the reference solution uses at most half of its budget (kernellab.numerics' margin
+        # rule); a correctly rounded float16 output uses exactly half of the one-ulp output
+        # term at worst
         assert c["comparison"]["budget_used"] <= 0.5 + 1e-3, c
     rules = {x["name"]: x for x in d["rules"]}
     assert list(rules) == [SPEED, COALESCED, BY_KERNELS]

@@ -5,8 +5,12 @@ with the two normalisations every sim-tier speed rule uses (see :func:`modelled_
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
+from grader.labs._timed import TimedCalls
+from grader.rules import Rule
 from grader.spec import LabSpec, RuleResult
 
 #: The device profile sim-tier rules model on (kernellab.sim.model).
@@ -147,7 +151,8 @@ def work_problem(launches: list[dict], reads: dict, outputs: int, what: str, *,
     from arguments that held that input itself when their launch started (compulsory DRAM
     reads; reading a host-computed copy of the result does not count), and, given the final
     output's ``final_digest``, that output stored by the launches (not written over on the host
-    afterwards). ``reads``: input name -> (its bytes, its content digests, :func:`slice_digests`)."""
+    afterwards). ``reads``: input name -> (its bytes, its content digests,
+    :func:`slice_digests`)."""
     if not launches:
         return (f"no kernel was launched: {what} must be computed in a CUDA kernel (this lab "
                 "grades the kernel, not host code)")
@@ -486,24 +491,119 @@ def replay_candidates(recorded, output, inputs=(), extra=()) -> np.ndarray:
     return out
 
 
-def planned_arrays_problem(arrays: dict, names, shape: tuple, dtype) -> str | None:
-    """None if each of ``names`` in the re-checked timed call's ``arrays`` has the planned
-    ``shape`` and ``dtype``, else what is not, in plain words (a worker whose numpy was
-    tampered with could time something smaller or cheaper)."""
-    for name in names:
-        a = arrays.get(name)
-        if a is None or tuple(a.shape) != tuple(shape) or a.dtype != np.dtype(dtype):
-            got = "missing" if a is None else f"{a.shape} {a.dtype}"
-            return (f"the timed call's {name} is {got}, not the planned {tuple(shape)} "
-                    f"{np.dtype(dtype).name}: was the grading process tampered with?")
-    return None
+def tampered(what: str) -> str:
+    """``what`` went wrong in a way only a tampered grading run explains, in the words of
+    :meth:`grader.spec.LabSpec.perf_data_check` (which words the planned-array mismatches)."""
+    return f"{what}: was the grading process tampered with?"
 
 
-def kernels_gate(name: str, problem: str | None, launches: list[dict], what: str) -> RuleResult:
+class Gate(Rule):
+    """A gate as data (:attr:`grader.spec.LabSpec.rules`): passes or fails, earns no points,
+    and failed voids the performance points (:func:`kernels_gate`)."""
+
+    def __init__(self, name: str, tiers: tuple, why: str):
+        super().__init__(name, ">=", "yes", "", tuple(tiers), why)
+
+    @property
+    def scored(self) -> bool:
+        return False
+
+
+def modelled(rule: Rule, value: float, detail: str) -> RuleResult:
+    """``rule`` judged on one deterministic modelled figure (sim tier: no rounds, no spread)."""
+    ok = value >= rule.threshold if rule.op == ">=" else value <= rule.threshold
+    return RuleResult(rule.name, value, rule.threshold, rule.op, rule.unit, ok, detail)
+
+
+def kernels_gate(gate: Gate, problem: str | None, launches: list[dict]) -> RuleResult:
     """The gate (no points) that the timed call's result came from kernels: ``problem`` is None
-    when it did, else why not; ``what`` says what the kernels did when they did."""
-    return RuleResult(name, 0.0 if problem else 1.0, 1.0, ">=", "", problem is None,
-                      problem or f"{traffic_summary(launches)}; {what}", scored=False)
+    when it did, else why not; the detail then says what the kernels did (``gate.why``)."""
+    return RuleResult(gate.name, 0.0 if problem else 1.0, 1.0, ">=", "", problem is None,
+                      problem or f"{traffic_summary(launches)}; {gate.why}", scored=False)
+
+
+# ----------------------------------------------------------------- worker side: timed calls
+def captured_call(fn, args: tuple, call: str, *, record: bool = False):
+    """Worker side, sim tier: ``fn(*args)`` under :func:`kernellab.sim.capture` with per-site
+    counters (and the launches and copies recorded for a replay with ``record``); returns the
+    capture. A simulator error (a hazard, an unsupported feature) propagates as it is; any
+    other exception becomes a RuntimeError naming ``call`` (e.g. ``"gemm(A, B, C)"``) and the
+    device arrays the performance phase passes."""
+    from kernellab import sim
+
+    try:
+        with sim.capture(record=record, sites=True) as cap:
+            fn(*args)
+    except Exception as exc:
+        if isinstance(exc, (sim.SimError, NotImplementedError)):
+            raise
+        raise RuntimeError(
+            f"{call} on numba device arrays (the performance phase passes cuda.to_device "
+            f"arrays, so copies are not measured) raised {type(exc).__name__}: {exc}") from exc
+    return cap
+
+
+def baseline_launches(name: str, shape: dict, fn, args, *, sites: bool = False) -> list[dict]:
+    """Worker side, sim tier: the launches of the course kernel ``fn(*args())`` (``args``
+    makes its arguments, the output a fresh array), from the baseline cache
+    (:mod:`grader.labs._baseline`) keyed by ``name`` and ``shape``, or simulated once (with
+    per-site counters when ``sites``)."""
+    def run():
+        from kernellab import sim
+
+        with sim.capture(sites=sites) as cap:
+            fn(*args())
+        return [launch_dict(s) for s in cap.launches]
+
+    from grader.labs import _baseline
+
+    return _baseline.launches(name, shape, run)
+
+
+def save_recheck(workdir: Path, params: dict, before: dict, after: dict, inputs, outputs,
+                 **extra) -> dict:
+    """Worker side: write the timed call's inputs as they were before it (``before``) and its
+    inputs and outputs after it (``after``) for :func:`grader.runner.recheck`; returns the
+    measurement's ``"recheck"`` entry (``extra`` added to it, e.g. ``scalars``)."""
+    np.savez(workdir / "recheck_before.npz", **before)
+    np.savez(workdir / "recheck.npz", **after)
+    return {"path": str(workdir / "recheck.npz"), "before": str(workdir / "recheck_before.npz"),
+            "params": params, "inputs": list(inputs), "outputs": list(outputs), **extra}
+
+
+class DeviceTimedCalls(TimedCalls):
+    """:class:`grader.labs._timed.TimedCalls` for device arrays (gpu tier): each call's inputs
+    are made on the host and sent to the device, its outputs are NaN device arrays, and
+    ``scalars`` follow them in the call; after each submission call (outside the timer) its
+    outputs and inputs are copied back to the host and judged there. ``is_unwritten``
+    defaults to "any NaN in an output"."""
+
+    def __init__(self, inputs, outputs, is_correct, is_unwritten=None, scalars: tuple = ()):
+        super().__init__(inputs, outputs, is_correct,
+                         is_unwritten or (lambda outs: any(np.isnan(o).any() for o in outs)))
+        self.scalars = tuple(scalars)
+
+    def setup(self, make_inputs, make_outputs):
+        from numba import cuda
+
+        def fresh():
+            ins = tuple(make_inputs())
+            self._before = ins                  # the device gets copies: never written
+            return (tuple(cuda.to_device(x) for x in ins)
+                    + tuple(cuda.to_device(o) for o in make_outputs()) + self.scalars)
+        return fresh
+
+    def after(self, name: str, args: tuple) -> None:
+        if name != "submission":
+            return
+        n, k = len(self.inputs), len(self.outputs)
+        outs = tuple(a.copy_to_host() for a in args[n:n + k])
+        self.checked += 1
+        if self.is_unwritten(outs):
+            self.unwritten += 1
+        if not self.is_correct(self._before, outs):
+            self.wrong += 1
+        self.last = (self._before, tuple(a.copy_to_host() for a in args[:n]), outs)
 
 
 class CudaLab(LabSpec):
@@ -536,12 +636,27 @@ class CudaLab(LabSpec):
             return f"this lab runs on the gpu or sim tier: {exc}"
         return None
 
-    def perf_rules(self, m: dict) -> list[RuleResult]:
-        """The rules of the tier the measurements ``m`` come from: the subclass's
-        ``_rules_sim(m)`` or ``_rules_gpu(m)``. Raises ValueError for another tier."""
-        if m.get("tier") not in ("sim", "gpu"):
-            raise ValueError(f"measurements of an unknown tier {m.get('tier')!r}")
-        return self._rules_sim(m) if m["tier"] == "sim" else self._rules_gpu(m)
+    #: the planned-arrays messages (grader.spec.LabSpec.perf_data_check): one timed call
+    timed_calls_words = ("the timed call was", "the timed call's")
+
+    def measure(self, namespace: dict, plan: dict, workdir: Path, *, clock: str = "cuda",
+                **hooks) -> dict:
+        """Worker side: the lab's worker module's ``measure_sim(spec, namespace, plan,
+        workdir)`` or ``measure_gpu(..., clock=clock)`` (:meth:`worker_module`).
+        ``plan["tier"]`` must be this process's tier; ``clock="wall"`` runs the gpu-tier path
+        on the simulator (tests), ``hooks`` are the lab's own test stand-ins. Raises
+        RuntimeError for a plan of another tier."""
+        from kernellab import device
+
+        here = device.select_tier()
+        if plan["tier"] == "sim":
+            if here != "sim":
+                raise RuntimeError(f"the plan is for the sim tier, this process is on {here}")
+            return self.worker_module().measure_sim(self, namespace, plan, workdir, **hooks)
+        if here != "gpu" and clock == "cuda":
+            raise RuntimeError(f"the plan is for the gpu tier, this process is on {here}")
+        return self.worker_module().measure_gpu(self, namespace, plan, workdir, clock=clock,
+                                                **hooks)
 
     #: inputs the sim-tier probe refills with new values to replay a correctness call's launches
     #: (:meth:`replay`), and the outputs it then collects; empty: no replay
