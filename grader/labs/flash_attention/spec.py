@@ -307,7 +307,7 @@ class FlashAttention(CudaLab):
                for k, s in replay.items()):
             return tampered("the timed call's replay is missing")
         return replay_problem({k: arrays["replay_" + k] for k in ("Q", "K", "V", "O")},
-                              want["causal"], "the timed call")
+                              want["params"]["causal"], "the timed call")
 
     def rules_sim(self, m: dict) -> list[RuleResult]:
         B, H, N, d = (int(x) for x in m["shape"])
