@@ -187,25 +187,7 @@ def test_no_module_outside_the_lab_is_reachable_by_attributes():
 
 
 # ------------------------------------------------------------- known-wrong attack submissions
-ATTACKS = {
-    # file: substring of the first static finding
-    "calls_asmatrix.py": "'asmatrix' computes the product for you",
-    "matmul_via_match.py": "'matmul' computes the product for you",
-    "patches_numpy_via_alias.py": "'_random.default_rng' is not allowed",
-    "runs_code_via_np_load.py": "'tofile' reads or writes files",
-    "walks_frames.py": "inspects the interpreter's frames",
-    "calls_libc_via_numba.py": "'ExternalFunction' is not allowed",
-}
-
-
-@pytest.mark.parametrize("name", sorted(ATTACKS))
-def test_attack_submission_is_stopped_before_it_runs(name):
-    rep = quick(SUBS / name)
-    assert not rep.passed and rep.score == 0
-    assert "nothing of it was run" in (rep.fatal or "")
-    assert rep.fatal_kind == "rule-violation"
-    assert any(ATTACKS[name] in s for s in rep.static), rep.static
-    assert "Traceback" not in rep.to_text()
+# each is stopped before it runs, for its reason: tests/test_known_verdicts.py
 
 
 def test_skipping_work_on_timed_calls_fails_the_recheck(tmp_path):

@@ -59,44 +59,7 @@ def test_untouched_lab_fails_with_not_implemented():
     assert "Traceback" not in r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("name, fn, reason", [
-    ("accumulate_int16.py", "gemm", "wrapped in int16"),
-    ("per_tensor_scale.py", "quantize", "one scale for the whole weight"),
-    ("round_half_away.py", "quantize", "round half to even"),
-    ("wrong_scale_product.py", "linear", "dB against the float64 layer <"),
-    ("per_tensor_activations.py", "linear", "one scale for all tokens"),
-    ("reciprocal_division.py", "quantize", "x * (1 / S) rounds differently"),
-    ("float64_division.py", "quantize", "computed in float64"),
-    ("no_clamp.py", "quantize", "clamp to [-127, 127]"),
-    ("int8_gemm_float32_accum.py", "gemm", "float32 holds integers exactly only up to 2^24"),
-    ("int8_gemm_float32_chunks.py", "gemm", "float32 holds integers exactly only up to 2^24"),
-    ("linear_activation_reciprocal.py", "linear", "quantising X (per token): x * (1 / S)"),
-    ("linear_activation_float64.py", "linear", "quantising X (per token): x / S was computed "
-                                               "in float64"),
-    ("weight_cache_by_shape.py", "linear", "computed from the earlier call's Wq"),
-])
-def test_known_wrong_fails_for_its_reason(name, fn, reason):
-    rep = grade("int8-linear", SUBS / name, run_performance=False)
-    bad = failed(rep)
-    assert bad, f"{name} passed every case"
-    assert any(k.startswith(fn) and reason in e for k, e in bad.items()), bad
-    if name == "round_half_away.py":  # among the quantize cases, exactly the tie cases
-        assert sorted(k for k in bad if k.startswith("quantize")) == [
-            "quantize 16x200 near_ties", "quantize 33x65 ties", "quantize 8x300 ties"], bad
-    if name == "no_clamp.py":  # only the rows whose scale underflows
-        assert sorted(bad) == ["quantize 8x64 subnormal"], bad
-    if name == "per_tensor_activations.py":
-        assert "dB against the float64 layer <" in bad["linear 64x4096->128 outlier"]
-    if name == "int8_gemm_float32_accum.py":  # only the sums that float32 cannot hold
-        assert sorted(bad) == ["gemm 3x4x2101 float32_chunks",
-                               "gemm 5x7x3001 float32_inexact"], bad
-    if name == "int8_gemm_float32_chunks.py":  # chunks of 1060 k: only the odd-product case
-        assert sorted(bad) == ["gemm 3x4x2101 float32_chunks"], bad
-    if name.startswith("linear_activation_"):  # the near ties, through linear_w8a8 only
-        assert "linear 16x200->9 near_ties" in bad and all(k.startswith("linear") for k in bad)
-    if name == "weight_cache_by_shape.py":  # only the call that repeats a shape
-        assert sorted(bad) == ["linear 17x300->9 gaussian_small again, 8 entries of X and Wq "
-                               "changed"], bad
+# each known-wrong one fails its cases for its reason: tests/test_known_verdicts.py
 
 
 def test_returned_outputs_are_checked(tmp_path):

@@ -61,27 +61,7 @@ def test_untouched_lab_fails_with_not_implemented():
     assert "Traceback" not in r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("name, reason", [
-    ("sign_error_g.py", "as large as the outputs themselves"),
-    ("fp16_transforms.py", "float16"),
-    ("partial_tiles_dropped.py", "partial output tiles are missing"),
-    ("filter_cache_by_shape.py", "computed from the earlier call's W "),
-])
-def test_known_wrong_fails_correctness_for_its_reason(name, reason):
-    rep = grade("winograd", SUBS / name, run_performance=False)
-    errs = errors(rep)
-    assert errs, f"{name} passed every case"
-    assert any(reason in e for e in errs), errs[:3]
-    if name == "partial_tiles_dropped.py":
-        # exactly the odd-sized cases fail; the even ones pass
-        for c in rep.cases:
-            odd = c.params["H"] % 2 or c.params["W"] % 2
-            assert c.passed != bool(odd), (c.case, c.error)
-    if name == "fp16_transforms.py":
-        assert not any(c.passed for c in rep.cases)
-    if name == "filter_cache_by_shape.py":  # only the call that repeats a shape
-        assert [c.case for c in rep.cases if not c.passed] == [
-            "N1 C16 K8 13x11 again, 8 entries of X and W changed"]
+# each known-wrong one fails its cases for its reason: tests/test_known_verdicts.py
 
 
 @pytest.mark.slow
