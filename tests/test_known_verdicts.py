@@ -94,7 +94,10 @@ def test_each_submission_gets_its_recorded_verdict(lab_id, name, kind, tmp_path)
     entry = MANIFEST[lab_id][name]
     rep = grade(lab_id, known.submission(lab_id, name, kind, tmp_path),
                 **known.grading(lab_id, kind, name))
-    assert known.signature(rep) == entry["correctness"], rep.to_text()
+    got, want = known.signature(rep), entry["correctness"]
+    if entry.get("errors_vary"):  # which error a failing case reports is not deterministic
+        got, want = known.without_errors(got), known.without_errors(want)
+    assert got == want, rep.to_text()
     check_expect(rep, entry.get("expect", []))
     assert "Traceback" not in rep.to_text()  # a plain reason, never the grader's traceback
 
