@@ -109,6 +109,11 @@ def test_gpu_tier_forced_without_a_gpu_is_a_plain_fatal():
 def test_the_shells_sim_settings_do_not_reach_the_worker(monkeypatch):
     """KERNELLAB_SIM_CHECKS=fast (no race detector, no counters) or the stock executor in the
     caller's environment must not switch the grader's checks off."""
+    from kernellab import sim
+
+    # this process's simulator reads its settings once, on first use: settle them before the
+    # shell's are faked, or the later in-process tests run on the stock executor
+    sim.options()
     monkeypatch.setenv("KERNELLAB_SIM_CHECKS", "fast")
     monkeypatch.setenv("KERNELLAB_SIM_EXECUTOR", "stock")
     rep = grade("gemm-cuda", SUBS / "race_no_second_sync.py", run_performance=False)
