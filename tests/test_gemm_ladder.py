@@ -126,7 +126,7 @@ def test_v5_any_thread_count(gemm_cpu, nthreads):
 def test_ladder_order_and_descriptions(gemm_cpu):
     assert list(gemm_cpu.LADDER) == ["v1_naive", "v2_ikj", "v3_blocked", "v4_packed",
                                      "v5_threads"]
-    for name, kernel in gemm_cpu.LADDER.items():
+    for kernel in gemm_cpu.LADDER.values():
         assert kernel.description and "\n" not in kernel.description
         assert kernel.__doc__
     assert gemm_cpu.gemm_flops(2, 3, 4) == 48

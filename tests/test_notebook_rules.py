@@ -31,10 +31,12 @@ def test_prose_quotes_no_measured_figure(notebook):
     assert not bad, f"markdown cells quote figures the code could contradict: {bad}"
 
 
-NOTEBOOKS = CHAPTERS + sorted((Path(__file__).resolve().parent.parent / "solutions").glob("*.ipynb"))
+NOTEBOOKS = CHAPTERS + sorted(
+    (Path(__file__).resolve().parent.parent / "solutions").glob("*.ipynb"))
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[f"{p.parent.name}/{p.stem}" for p in NOTEBOOKS])
+@pytest.mark.parametrize("notebook", NOTEBOOKS,
+                         ids=[f"{p.parent.name}/{p.stem}" for p in NOTEBOOKS])
 def test_no_control_characters_in_sources(notebook):
     assert not rules.control_characters(notebook)
 

@@ -47,7 +47,8 @@ def test_kaware_catches_fp16_accumulation():
     A, B, pol = _gemm_case(32, 32, 256, np.float32)
     out = np.zeros((32, 32), np.float32)
     for k in range(256):  # accumulate in float16
-        out = (out.astype(np.float16) + (np.outer(A[:, k], B[k]).astype(np.float16))).astype(np.float32)
+        out = (out.astype(np.float16)
+               + (np.outer(A[:, k], B[k]).astype(np.float16))).astype(np.float32)
     res = compare(out, gemm_golden(A, B), pol)
     assert not res.ok
     assert res.budget_used > 100

@@ -1,7 +1,7 @@
-"""kernellab.topics.quant and kernellab.topics.quant_study (chapter 6): affine quantisation, the exact integer
-GEMM and its zero-point cross terms, integer-only requantisation against independent exact
-(Python int / Fraction) arithmetic and against float64, SmoothQuant's equivalence and
-LLM.int8()'s decomposition."""
+"""kernellab.topics.quant and kernellab.topics.quant_study (chapter 6): affine quantisation, the
+exact integer GEMM and its zero-point cross terms, integer-only requantisation against
+independent exact (Python int / Fraction) arithmetic and against float64, SmoothQuant's
+equivalence and LLM.int8()'s decomposition."""
 
 from __future__ import annotations
 

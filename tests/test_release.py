@@ -104,7 +104,8 @@ def test_release_writes_and_check_detects_stale(tmp_path):
     lab = notebook.read(tmp_path / "labs" / "09_t.ipynb")
     assert "return 42" not in lab.cells[1].source
     assert lab.cells[1].metadata["tags"] == ["solution"]
-    (tmp_path / "labs" / "10_extra.ipynb").write_text((tmp_path / "labs" / "09_t.ipynb").read_text())
+    lab_text = (tmp_path / "labs" / "09_t.ipynb").read_text()
+    (tmp_path / "labs" / "10_extra.ipynb").write_text(lab_text)
     status, msgs = release(tmp_path, check=True)
     assert status == 1 and any("extra" in m for m in msgs)
 

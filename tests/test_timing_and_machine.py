@@ -58,7 +58,8 @@ def test_interleaved_orders_calls_and_ratios():
 
 def test_thread_settings_reach_the_libraries_when_kernellab_is_first():
     code = ("import kernellab, os; from kernellab import threads; s = threads.status();"
-            "print(s['in_effect'], os.environ['OMP_WAIT_POLICY'], os.environ['OPENBLAS_THREAD_TIMEOUT'])")
+            "print(s['in_effect'], os.environ['OMP_WAIT_POLICY'],"
+            " os.environ['OPENBLAS_THREAD_TIMEOUT'])")
     env = {k: v for k, v in os.environ.items() if k not in threads.SETTINGS}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert r.stdout.split() == ["True", "passive", "4"], r.stderr
@@ -121,8 +122,9 @@ def test_measured_peak_cache_keeps_the_best_and_remeasures_busy_runs(tmp_path, m
     monkeypatch.setenv("KERNELLAB_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("KERNELLAB_PEAK", raising=False)
     runs = []
+    rate = [100e9]
 
-    def fake(info, rate=[100e9]):
+    def fake(info):
         rate[0] += 10e9 if len(runs) % 2 else -30e9  # 70, 80, 50 ...: never monotone
         runs.append(rate[0])
         r = {"one_core_flops": rate[0], "all_cores_flops": 2 * rate[0], "vector_bits": 512}
@@ -178,7 +180,8 @@ def test_doctor_cli_prints_the_facts():
     assert facts["device"]["tier"] in ("gpu", "sim")
     assert facts["cpu"]["peak_fp32_gflops"] > 0
     mp = facts["cpu"]["measured_peak"]
-    assert mp["one_core_fp32_gflops"] > 0 and mp["all_cores_fp32_gflops"] >= mp["one_core_fp32_gflops"]
+    assert mp["one_core_fp32_gflops"] > 0
+    assert mp["all_cores_fp32_gflops"] >= mp["one_core_fp32_gflops"]
     assert "architecture" in facts["blas_kernel"]
     r = subprocess.run([kl, "list"], capture_output=True, text=True, timeout=120)
     assert "gemm-cpu" in r.stdout
