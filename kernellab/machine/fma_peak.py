@@ -74,10 +74,22 @@ def _kernels():
                 a14 = x[14, j]
                 a15 = x[15, j]
                 for _s in range(STEPS):
-                    a0 = a0 * m + c; a1 = a1 * m + c; a2 = a2 * m + c; a3 = a3 * m + c
-                    a4 = a4 * m + c; a5 = a5 * m + c; a6 = a6 * m + c; a7 = a7 * m + c
-                    a8 = a8 * m + c; a9 = a9 * m + c; a10 = a10 * m + c; a11 = a11 * m + c
-                    a12 = a12 * m + c; a13 = a13 * m + c; a14 = a14 * m + c; a15 = a15 * m + c
+                    a0 = a0 * m + c
+                    a1 = a1 * m + c
+                    a2 = a2 * m + c
+                    a3 = a3 * m + c
+                    a4 = a4 * m + c
+                    a5 = a5 * m + c
+                    a6 = a6 * m + c
+                    a7 = a7 * m + c
+                    a8 = a8 * m + c
+                    a9 = a9 * m + c
+                    a10 = a10 * m + c
+                    a11 = a11 * m + c
+                    a12 = a12 * m + c
+                    a13 = a13 * m + c
+                    a14 = a14 * m + c
+                    a15 = a15 * m + c
                 x[0, j] = a0
                 x[1, j] = a1
                 x[2, j] = a2
@@ -151,10 +163,11 @@ def measure(threads: int) -> dict:
         one(x, m, c, 1)
         many(x3, m, c, 1)  # compile outside the timing
         flops = 2.0 * CHAINS * STEPS * N_ELEMS
-        r1, _ = _best_rate(lambda p: one(x, m, c, p), flops, time.thread_time)
+        # the loop variables are bound as default arguments: each run uses this dtype's arrays
+        r1, _ = _best_rate(lambda p, x=x, m=m, c=c: one(x, m, c, p), flops, time.thread_time)
         # all cores: threads x FLOPs per thread's CPU second
-        rn, _ = _best_rate(lambda p: many(x3, m, c, p), flops * threads * threads,
-                           time.process_time)
+        rn, _ = _best_rate(lambda p, x3=x3, m=m, c=c: many(x3, m, c, p),
+                           flops * threads * threads, time.process_time)
         sig = one.signatures[0]
         out[name] = {"one_core_flops": r1, "all_cores_flops": max(rn, r1),
                      "vector_bits": _vector_bits(one.inspect_asm(sig))}
