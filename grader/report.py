@@ -183,9 +183,11 @@ class Report:
         L.append(f"Kernel Lab grader — lab {self.lab}: {self.title}")
         L.append(f"submission: {self.submission}")
         env = self.environment
+        codegen = f" · codegen: {self.codegen}" if self.codegen else ""
+        compile_load = (f" · compile+load {self.compile_seconds:.1f} s"
+                        if self.compile_seconds else "")
         L.append(f"tier: {self.tier} · python {env.get('python')} · numpy {env.get('numpy')} · "
-                 f"numba {env.get('numba')}" + (f" · codegen: {self.codegen}" if self.codegen else "")
-                 + (f" · compile+load {self.compile_seconds:.1f} s" if self.compile_seconds else ""))
+                 f"numba {env.get('numba')}" + codegen + compile_load)
         L.append("")
         if self.fatal:
             L.extend(self._fatal_lines())
@@ -301,9 +303,10 @@ class Report:
                     continue
                 if c.comparison:
                     cm = c.comparison
+                    verdict = "pass" if c.passed else "FAIL"
                     L.append(f"   {name:<{w}} {fmt_number(cm['max_abs']):>11} "
                              f"{fmt_number(cm['max_ulp']):>9} "
-                             f"{fmt_percent(cm['budget_used']):>7}  {'pass' if c.passed else 'FAIL'}")
+                             f"{fmt_percent(cm['budget_used']):>7}  {verdict}")
                 else:
                     L.append(f"   {name:<{w}} {'-':>11} {'-':>9} {'-':>7}  FAIL")
                 if not c.passed and c.error:

@@ -345,8 +345,9 @@ def check_source(source: str, *, allowed_imports: frozenset[str],
         elif isinstance(node, ast.ImportFrom):
             mod = node.module or ""
             if node.level or mod.split(".")[0] not in allowed_imports:
-                out.append(Finding(line, f"import from '{'.' * node.level}{mod}' is not allowed in "
-                                         f"this lab (allowed: {', '.join(sorted(allowed_imports))})"))
+                out.append(Finding(line, f"import from '{'.' * node.level}{mod}' is not allowed "
+                                         f"in this lab (allowed: "
+                                         f"{', '.join(sorted(allowed_imports))})"))
             for i, part in enumerate(mod.split(".")):
                 if part:
                     name_rule(part, line, "module" if i else "name")
