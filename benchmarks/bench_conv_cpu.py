@@ -138,11 +138,13 @@ def print_report(r: dict) -> None:
     print(head)
     print("-" * len(head))
     for row in r["results"]:
+        gflops_range = f"({row['gflops_min']:.1f}-{row['gflops_max']:.1f})"
+        speedup_range = f"({row['speedup_min']:.2f}-{row['speedup_max']:.2f})"
         print(f"{row['name']:<16} {row['median_s'] * 1e3:7.2f} {row['spread']:7.2f} "
               f"{row['gflops_median']:8.1f} "
-              f"{'(' + format(row['gflops_min'], '.1f') + '-' + format(row['gflops_max'], '.1f') + ')':>13} "
+              f"{gflops_range:>13} "
               f"{row['speedup_median']:8.2f}x "
-              f"{'(' + format(row['speedup_min'], '.2f') + '-' + format(row['speedup_max'], '.2f') + ')':>13} "
+              f"{speedup_range:>13} "
               f"{row['first_call_s']:7.2f}s  "
               f"{'yes' if row['correct'] else 'WRONG: ' + row['check']['message']}")
     print()

@@ -81,7 +81,8 @@ def main(argv=None) -> int:
 
     # Exactly the known-wrong submission the lab's performance rules must fail (one source).
     ikj_prange = _load_module("kernellab_bench_ikj_plain",
-                              ROOT / "tests" / "submissions" / "gemm_cpu" / "ikj_plain.py").gemm
+                              ROOT / "grader" / "labs" / "gemm_cpu" / "submissions" / "wrong"
+                              / "ikj_plain.py").gemm
 
     n, dtype = args.n, np.float32
     rng = np.random.default_rng(20240601)
@@ -268,8 +269,9 @@ def print_report(r: dict) -> None:
     print(head)
     print("-" * len(head))
     for row in r["results"]:
+        gflops_range = f"({row['gflops_min']:.1f}-{row['gflops_max']:.1f})"
         print(f"{row['name']:<12} {row['gflops_median']:8.1f} "
-              f"{'(' + format(row['gflops_min'], '.1f') + '-' + format(row['gflops_max'], '.1f') + ')':>15} "
+              f"{gflops_range:>15} "
               f"{_pct(row['ratio_median']):>7}% "
               f"{'(' + _pct(row['ratio_min']) + '-' + _pct(row['ratio_max']) + '%)':>13} "
               f"{_pct(row['pct_of_peak'] / 100):>6}% {row['first_call_s']:7.2f}s  "
