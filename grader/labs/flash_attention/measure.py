@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.labs._cuda import (DeviceTimedCalls, baseline_launches, captured_call, launch_dict,
-                               save_recheck)
+from grader.labs._cuda import launch_dict
+from grader.labs._cuda_worker import (DeviceTimedCalls, baseline_launches, captured_call,
+                                      save_recheck)
 from grader.labs.flash_attention.spec import attention_inputs, rule, timed_params
 from kernellab.numerics import compare
 from reference_kernels.attention import attention_golden

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.labs._cuda import (DeviceTimedCalls, baseline_launches, captured_call, launch_dict,
-                               save_recheck)
+from grader.labs._cuda import launch_dict
+from grader.labs._cuda_worker import (DeviceTimedCalls, baseline_launches, captured_call,
+                                      save_recheck)
 from grader.labs._gemm import probably_correct
 from grader.labs.gemm_cuda.spec import DTYPE
 

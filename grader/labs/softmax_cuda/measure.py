@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.labs._cuda import (DeviceTimedCalls, baseline_launches, captured_call, launch_dict,
-                               save_recheck)
+from grader.labs._cuda import launch_dict
+from grader.labs._cuda_worker import (DeviceTimedCalls, baseline_launches, captured_call,
+                                      save_recheck)
 from grader.labs.softmax_cuda.spec import softmax_inputs, timed_params
 from kernellab.numerics import RowSoftmax, compare
 from reference_kernels.reductions import softmax_golden, softmax_shift
