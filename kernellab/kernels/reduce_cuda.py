@@ -160,7 +160,7 @@ roofline over these counters: per launch, the largest of DRAM bytes, global sect
 wavefronts and barriers (20 cycles each per block) at the chip's throughput, scaled by the
 share of the SMs that have a block, plus 3 µs of launch overhead. A reduction is memory-bound
 (1 add per 4 bytes): its roof is the DRAM bandwidth, 4n bytes / 1555 GB/s on the a100 profile.
-Two figures, as chapter 2's lab grader does (grader/labs/gemm_cuda.py ``modelled_seconds``):
+Two figures, as chapter 2's lab grader does (``grader.labs._cuda.modelled_seconds``):
 
 * *as launched*: the sum of ``modelled_time(launch).seconds`` over the version's launches. At
   the sizes the simulator can run (n = 2^14 is 64 KiB, 42 ns of DRAM time on an A100), the 3 µs
