@@ -6,7 +6,8 @@ Conventions (nbgrader's markers):
   cells, in order, and nothing else of the notebook.
 * Inside them, the reference answer sits between ``### BEGIN SOLUTION`` and
   ``### END SOLUTION`` lines. Text after ``BEGIN SOLUTION`` (``### BEGIN SOLUTION: pack B
-  first``) is the one-line hint the stub shows.
+  first``) is the one-line hint the stub shows; ``### `` lines right below the BEGIN line, at
+  its indentation, continue the hint (joined with a space), so that no line passes 100 characters.
 * ``kernellab release`` replaces each block with a stub at the block's indentation that raises
   ``NotImplementedError`` with that hint.
 """
@@ -27,6 +28,7 @@ except ImportError:  # a GPU machine with only the runtime installed (make gpu-c
 SOLUTION_TAG = "solution"
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION(?::\s*(?P<hint>.*\S))?\s*$")
 END = re.compile(r"^[ \t]*### END SOLUTION\s*$")
+MORE = re.compile(r"^(?P<indent>[ \t]*)### (?P<more>.*\S)\s*$")  # a hint's continuation line
 DEFAULT_HINT = "replace this line with your implementation"
 
 
@@ -69,14 +71,16 @@ def stub_source(source: str, where: str = "") -> str:
     Raises NotebookError on an unclosed or unopened block.
     """
     out, inside = [], None
-    for n, line in enumerate(split_lines(source), 1):
+    lines = split_lines(source)
+    for n, line in enumerate(lines, 1):
         m = BEGIN.match(line)
         if m:
             if inside is not None:
                 raise NotebookError(f"{where} line {n}: BEGIN SOLUTION inside another block")
             inside = m
-            hint = m.group("hint") or DEFAULT_HINT
             ind = m.group("indent")
+            hint = " ".join([m.group("hint"), *_hint_continued(lines[n:], ind)]) \
+                if m.group("hint") else DEFAULT_HINT
             out.append(f"{ind}# YOUR CODE HERE")
             quoted = '"' + hint.replace("\\", "\\\\").replace('"', '\\"') + '"'
             out.append(f"{ind}raise NotImplementedError({quoted})")
@@ -91,6 +95,18 @@ def stub_source(source: str, where: str = "") -> str:
     if inside is not None:
         raise NotebookError(f"{where}: BEGIN SOLUTION never closed")
     return "\n".join(out)
+
+
+def _hint_continued(lines: list[str], indent: str) -> list[str]:
+    """The hint's continuation: the ``### `` lines at the BEGIN line's ``indent`` that open
+    ``lines`` (those below it; they are inside the block, so the stub drops them)."""
+    more = []
+    for line in lines:
+        c = MORE.match(line)
+        if not c or c.group("indent") != indent or BEGIN.match(line) or END.match(line):
+            break
+        more.append(c.group("more"))
+    return more
 
 
 def solution_lines(source: str) -> list[str]:
