@@ -8,7 +8,8 @@ all of them alike. Prints, per kernel, the median time and its interquartile spr
 GFLOP/s (direct-convolution FLOPs 2 N K H W C 9 / time, min-max over rounds) and the speedup
 over the direct kernel in the same round (median, min-max); writes the same as JSON to
 ``benchmarks/results/conv_cpu.json``. Every kernel's output is checked afterwards against the
-float64 golden convolution (K-aware bounds, as in ``tests/test_conv_ladder.py``). Speed is never
+float64 golden convolution (K-aware bounds, as in
+``tests/test_kernellab/kernels/test_conv_cpu_ladder.py``). Speed is never
 pass/fail: the exit status is 0 unless the script itself crashes.
 
 Usage: ``python benchmarks/bench_conv_cpu.py [--c 64] [--hw 56] [--rounds 7] [--quick] [--out

@@ -21,7 +21,7 @@ the exit status is 0 unless the script itself crashes.
 
 ``--load-only`` stops after the first calls (compiling, or loading from Numba's cache), which
 ``--kernels`` can restrict to some of the kernels: the cheap check that a second run in the same
-checkout loads what the first one cached (``tests/test_bench_loading.py``).
+checkout loads what the first one cached (``tests/test_benchmarks/test_bench_loading.py``).
 
 Usage: ``python benchmarks/bench_gemm_cpu.py [--n 1024] [--rounds 7] [--threads 2] [--quick]
 [--profile fast_gemm|default] [--out PATH] [--kernels a,b] [--load-only]``.

@@ -8,7 +8,8 @@ process. Prints, per rule, the median measured value, its min-max over the gradi
 smallest margin (measured / threshold for ``>=`` rules, threshold / measured for ``<=``), and how
 many gradings each rule failed; writes the same as JSON to ``benchmarks/results/verdicts.json``.
 Speed is never pass/fail here: the exit status is 0 unless the script itself crashes, or a solution
-cannot be loaded or its performance phase fails. (``tests/test_gemm_cpu_verdicts.py`` is the
+cannot be loaded or its performance phase fails.
+(``tests/test_grader/labs/gemm_cpu/test_gemm_cpu_verdicts.py`` is the
 suite's check that the gemm-cpu verdicts hold with the BLAS variables set and unset.)
 
 Usage: ``python benchmarks/bench_verdicts.py [--lab gemm-cpu ...] [--gradings 20] [--out PATH]``.

@@ -9,7 +9,7 @@ libraries; the autograder and the course tooling (release, notebook reading, the
 
 Import rule: the runtime never imports kernellab.topics, kernellab.kernels or grader
 (kernellab.cli alone runs the grader, inside its commands); topics and kernels never import
-grader (checked by tests/test_import_rule.py).
+grader (checked by tests/test_kernellab/test_import_rule.py).
 
 Import it first (a notebook's first cell): on import it applies the thread settings of
 :mod:`kernellab.threads` and chooses the device tier (:mod:`kernellab.device`) before numpy's

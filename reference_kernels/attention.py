@@ -156,7 +156,8 @@ def fused_rounding_bound(Q, K, V, causal: bool = False, u: float = 2.0 ** -24) -
     a float32 kernel's error sits far below it, and below FlashAttention's measured part (2 x a
     plain float32 attention's error) too: the bound is in effect the float32 tolerance, which a
     float32 kernel that keeps P, or reads V, in float16 still misses
-    (``tests/test_grader_flash_attention.py``). Fully masked rows contribute nothing. Raises
+    (``tests/test_grader/labs/flash_attention/test_grader_flash_attention.py``). Fully masked rows
+    contribute nothing. Raises
     ValueError unless Q, K, V share one 4-D shape."""
     Q, K, V = (x.astype(np.float64) for x in _check(Q, K, V))
     B, H, N, d = Q.shape

@@ -1,11 +1,40 @@
 """Test-wide settings: the grader's submission store goes to a temporary folder, so the suite
-never writes into the user's ~/.cache; figures a test opens are closed after it."""
+never writes into the user's ~/.cache; figures a test opens are closed after it.
+
+The tests mirror the packages (tests/test_kernellab/sim/ tests kernellab/sim/ ...). A lab's tests
+live in tests/test_grader/labs/<lab>/ and carry that lab's marker (its id with underscores, declared
+in pyproject.toml), so ``pytest -m gemm_cuda`` runs one lab's tests; tests/test_grader/labs/npu/
+holds the tests the two NPU labs share and carries both markers. The helper modules the tests
+import (known, one_lab_course, notebook_rules) sit in tests/, which pytest puts on sys.path
+because this file is there."""
 
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
+
+LABS_DIR = Path(__file__).resolve().parent / "test_grader" / "labs"
+#: test folders that hold more than one lab's tests
+SHARED = {"npu": ("npu_vector_add", "npu_matmul")}
+
+
+def lab_markers(path: Path) -> tuple[str, ...]:
+    """The lab markers of the test file at ``path``: none outside tests/test_grader/labs/<lab>/."""
+    try:
+        rel = Path(path).resolve().relative_to(LABS_DIR)
+    except ValueError:
+        return ()
+    if len(rel.parts) < 2:
+        return ()
+    return SHARED.get(rel.parts[0], (rel.parts[0],))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for name in lab_markers(item.path):
+            item.add_marker(getattr(pytest.mark, name))
 
 
 @pytest.fixture(autouse=True, scope="session")

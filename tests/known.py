@@ -92,7 +92,8 @@ def grading(lab_id: str, kind: str, name: str, performance: bool = False) -> dic
     return kw
 
 
-#: the submissions whose labs' generic known-wrong / known-good tests tests/test_known_verdicts.py
+#: the submissions whose labs' generic known-wrong / known-good tests
+#: tests/test_grader/test_known_verdicts.py
 #: took over: graded there in every run (the gradings those tests ran); the others with
 #: ``KERNELLAB_KNOWN_FULL=1`` (their labs' own tests grade them in detail)
 FULL = {

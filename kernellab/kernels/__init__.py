@@ -8,5 +8,5 @@ CPU (Numba): ``gemm_cpu`` (ch. 1), ``conv_cpu`` (ch. 4), ``attention_cpu`` (ch. 
 ``int8_cuda`` (ch. 6); ``python -m kernellab.kernels.<cuda ladder>`` validates every version
 against ``reference_kernels``, then times them (``_ladder``). ``_gemm_args`` and ``_cuda_args``
 check the arguments the ladders share. The runtime never imports this package
-(``tests/test_import_rule.py``).
+(``tests/test_kernellab/test_import_rule.py``).
 """

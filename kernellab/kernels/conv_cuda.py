@@ -37,7 +37,8 @@ ceil(W/2) tiles of 2x2 outputs)::
 The F(2, 3) arithmetic in the kernels is written out (additions, subtractions and halves), as
 production kernels do; it is that of :func:`kernellab.topics.winograd.transforms` ``(2)`` (points 0,
 1, -1; infinity), checked symbolically there, and these kernels against
-:func:`reference_kernels.conv.conv2d_golden` in ``tests/test_conv_cuda.py``::
+:func:`reference_kernels.conv.conv2d_golden` in
+``tests/test_kernellab/kernels/test_conv_cuda_ladder.py``::
 
     B^T = [1  0 -1  0]     G = [  1    0    0]     A^T = [1  1  1  0]
           [0  1  1  0]         [1/2  1/2  1/2]           [0  1 -1  1]
@@ -335,7 +336,8 @@ def ladder_case(N: int, C: int, H: int, W: int, K: int, *, seed: int = 0):
     and Wt (K, C, 3, 3) seeded standard-normal float32, Y (N, K, H, W), checked against
     ``reference_kernels.conv.conv2d_golden`` under the K-aware bound of each version (v1: a dot
     product of 9 C terms; v2: :func:`kernellab.kernels.conv_cpu.winograd_rounding_depth` with
-    :func:`kernellab.topics.winograd.abs_bound`), as tests/test_conv_cuda.py does. Work: the
+    :func:`kernellab.topics.winograd.abs_bound`), as
+    tests/test_kernellab/kernels/test_conv_cuda_ladder.py does. Work: the
     direct convolution's FLOPs. Raises ValueError unless every size is >= 1."""
     from kernellab import numerics
     from kernellab.kernels import _ladder, conv_cpu

@@ -69,7 +69,8 @@ tile read by columns.
 
 What the sim tier's counters should show (``kernellab.sim.capture()``), for M, N, K multiples
 of the tiles (and of 8), K >= 8, and arrays starting on a sector boundary; ``MNK = M*N*K``.
-:func:`expected_counters` computes them; tests/test_gemm_cuda_ladder.py checks them against the
+:func:`expected_counters` computes them; tests/test_kernellab/kernels/test_gemm_cuda_ladder.py
+checks them against the
 engine (exact)::
 
     counter                     v1            v2            v3             v4

@@ -20,7 +20,8 @@ four int8 values along k:
 Same threads, same access pattern, same number of load instructions per tile — but a tile
 covers four times as much of k, so the kernel issues a quarter of the FP32 kernel's global
 loads and moves a quarter of its bytes for A and B (C, int32 or float32, is the same 4 bytes an
-element). The sim tier's counters show it (tests/test_int8_kernels.py checks it exactly).
+element). The sim tier's counters show it (tests/test_kernellab/kernels/test_int8_ladders.py checks
+it exactly).
 Byte order: dp4a's byte 0 is the least significant; packing views int8 memory as int32 on a
 little-endian host (raises RuntimeError on a big-endian one).
 

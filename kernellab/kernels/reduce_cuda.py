@@ -89,7 +89,8 @@ lockstep (implicitly warp-synchronous). Since Volta (compute capability 7.0) the
 warp are scheduled independently (CUDA C++ Programming Guide, "Independent Thread Scheduling"
 and its "Warp Synchronous" note), so nothing guarantees that lane 0 reads sdata[16] after lane
 16 has written it: the trick is a data race, and the simulator's race detector reports it
-(tests/test_reduce_cuda_ladder.py). The safe forms are ``__syncwarp()`` between the steps or,
+(tests/test_kernellab/kernels/test_reduce_cuda_ladder.py). The safe forms are ``__syncwarp()``
+between the steps or,
 better, the ``__shfl_*_sync`` intrinsics with an explicit lane mask (CUDA 9 and later), which
 exchange registers and need no shared memory at all (J. Luitjens, "Faster Parallel Reductions
 on Kepler", NVIDIA developer blog, 2014).
@@ -135,7 +136,8 @@ blocks); a sequential loop would have k = 16383. Observed errors are far smaller
 growth, about sqrt(k) u: Higham & Mary, SIAM J. Sci. Comput. 41(5), 2019).
 
 What the sim tier's counters show (``kernellab.sim.capture()``; :func:`expected_counters`
-predicts them exactly for any n, tests/test_reduce_cuda_ladder.py checks). Per block of the
+predicts them exactly for any n, tests/test_kernellab/kernels/test_reduce_cuda_ladder.py checks).
+Per block of the
 launch on the input (v7: plus the one-thread zeroing kernel); shared requests/elements are
 loads + stores; ``lanes`` = elements / requests, the average active lanes of a shared request
 (32 = no divergence); ``conflict`` = wavefronts / requests, the bank-conflict degree::

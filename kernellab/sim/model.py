@@ -93,7 +93,8 @@ Input rules:
   overhead for all of them. For several launches, use :func:`total_seconds` or give
   :func:`speedup` a list; both add up the launches' modelled times.
 
-Check against a published ladder (``tests/test_sim_model.py``): analytic counters for Boehm's
+Check against a published ladder (``tests/test_kernellab/sim/test_sim_model.py``): analytic counters
+for Boehm's
 first three CUDA SGEMM kernels (S. Boehm, "How to Optimize a CUDA Matmul Kernel for
 cuBLAS-like Performance: a Worklog", 2022; the table in the siboehm/SGEMM_CUDA README) at
 n=4096 give modelled speedups of

@@ -28,7 +28,7 @@ Counts are in bytes, summed over every launch of a call (``global_load_bytes`` +
 per launch, the sim model's perfect L2). They equal
 :func:`~kernellab.kernels.attention_cuda.flash_bytes_predicted` and
 :func:`~kernellab.kernels.attention_cuda.materialised_bytes_predicted` exactly
-(``tests/test_attention_cuda.py``).
+(``tests/test_kernellab/kernels/test_attention_cuda_ladder.py``).
 """
 
 from __future__ import annotations

@@ -87,7 +87,8 @@ _MODE = {"float32": 0, "float16": 1, "bfloat16": 2}
 NUMPY_BLOCK = 128
 
 #: The n of chapter 3's precision plot (``measure(CHAPTER_NS, seed=CHAPTER_SEED)``): the chapter
-#: and tests/test_chapter3.py take them from here, so the test checks the figure the chapter draws.
+#: and tests/test_chapters/test_chapter3.py take them from here, so the test checks the figure the
+#: chapter draws.
 CHAPTER_NS = (10**3, 10**4, 10**5, 10**6, 10**7)
 #: The seed of chapter 3's precision plot.
 CHAPTER_SEED = 0
