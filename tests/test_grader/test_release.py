@@ -360,3 +360,18 @@ def test_check_on_a_hand_edited_lab_says_what_to_do(tmp_path, monkeypatch):
     (tmp_path / "labs" / "09_t.ipynb").unlink()
     assert release(tmp_path, check=True)[1] == ["missing: labs/09_t.ipynb (run `kernellab "
                                                 "release`)"]
+
+
+def test_a_hint_continues_on_hash_lines_below_its_begin_line():
+    """A long hint after ``BEGIN SOLUTION:`` continues on ``### `` lines right below it, at its
+    indentation; the stub joins them with one space and drops the block (code and comments)."""
+    src = ("def f(x):\n    ### BEGIN SOLUTION: loop over k,\n    ### then add y\n"
+           "    return x  # secret\n    ### END SOLUTION\n")
+    stub = notebook.stub_source(src)
+    assert stub.splitlines()[-1] == '    raise NotImplementedError("loop over k, then add y")'
+    assert "secret" not in stub and "then add y\n" not in stub
+    # a ### line at another indentation, or after a code line, is not part of the hint
+    src2 = ("def f(x):\n    ### BEGIN SOLUTION: loop over k\n    x = 1\n    ### not a hint\n"
+            "    return x\n    ### END SOLUTION\n")
+    assert notebook.stub_source(src2).splitlines()[-1] == (
+        '    raise NotImplementedError("loop over k")')

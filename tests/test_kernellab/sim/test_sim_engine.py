@@ -1423,7 +1423,7 @@ def test_spin_on_an_atomic_nobody_sets_is_stuck(fast_watchdog):
 @cuda.jit
 def k_many_barriers(out, n):
     t = cuda.threadIdx.x
-    for k in range(n):
+    for _ in range(n):
         out[t] += 1
         time.sleep(0.0002)
         cuda.syncthreads()
@@ -2078,7 +2078,7 @@ def test_strided_and_reversed_device_views(view):
     sel = eval("x" + view)
     results = []
     for how in ("engine", "stock"):
-        d = cuda.to_device(x)
+        d = cuda.to_device(x)  # noqa: F841 (read by the eval below)
         v = eval("d" + view)
         out = np.zeros(v.shape[0], np.float32)
         if how == "engine":
