@@ -9,7 +9,7 @@ executor (:mod:`kernellab.sim.engine`: greenlets) in both check levels:
 * ``fast``: bounds checks, poison and divergence only (no access log: no race detection, no
   counters).
 
-The cases are the ones issue #3 names: the 64x64 and 128x128 tiled GEMM with 16x16 tiles
+The cases: the 64x64 and 128x128 tiled GEMM with 16x16 tiles
 (chapter 2's ``v3_shared_tiles``, :mod:`kernellab.kernels.gemm_cuda`) and a 2^14-element block
 reduction (16 blocks of 1024 threads, one element a thread, a shared-memory tree; each block
 writes its partial sum). Every result must be bit-identical to the stock simulator's; the

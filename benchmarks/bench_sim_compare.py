@@ -14,9 +14,9 @@ bit-identical between the trees.
 
 Per case and check level it prints each tree's median seconds over all rounds' runs, their
 spread (min-max), and ``ratio = median(REV_DIR) / median(this tree)``: above 1 this tree is
-faster; the refactor goal of issue 17 is ratio >= 0.95. Beside it: ``cpu``, the same ratio of
-the process's CPU seconds (``time.process_time``), which other processes' load moves less;
-``paired``, the median over the rounds of each round's old/new (the two ran back to back);
+faster; a refactor of the executor should keep every ratio >= 0.95. Beside it: ``cpu``, the same
+ratio of the process's CPU seconds (``time.process_time``), which other processes' load moves
+less; ``paired``, the median over the rounds of each round's old/new (the two ran back to back);
 ``min``, the ratio of the fastest runs (load only ever adds time). The JSON goes to
 ``benchmarks/results/sim_compare.json`` (``--out`` to change). Exit code 1 when results differ
 between the trees or a subprocess fails.

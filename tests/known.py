@@ -40,7 +40,8 @@ LABS = {
 }
 KINDS = ("wrong", "ok")
 
-#: the layout before issue 17: lab id -> kind -> folders under tests/submissions/ (the recorder's)
+#: the layout before the lab folders (commit bbdba92): lab id -> kind -> folders under
+#: tests/submissions/ (the recorder's)
 OLD_LAYOUT = {
     "gemm-cpu": {"wrong": ["gemm_cpu"], "ok": ["gemm_cpu_ok"]},
     "gemm-cuda": {"wrong": ["gemm_cuda"], "ok": ["gemm_cuda_ok"]},

@@ -1,5 +1,5 @@
 """Every known-wrong and known-good submission of every lab gets the verdict recorded for it in
-tests/known_verdicts.json, recorded from the grader before issue 17's refactor (commit bbdba92)
+tests/known_verdicts.json, recorded from the grader before the lab folders (commit bbdba92)
 by ``python tests/known.py``: the same pass or fail, score, fatal reason, static findings, each
 case's verdict and what its error says (tests/known.py: ``signature``), and the reason its lab's
 self-test checked (``expect``). The manifest lists exactly the stored submissions; one stored as

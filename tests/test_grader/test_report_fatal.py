@@ -1,4 +1,4 @@
-"""A stop before any case runs reads as one named block and the score, on every lab (issue 16):
+"""A stop before any case runs reads as one named block and the score, on every lab:
 a syntax error is called a syntax error (with the line quoted and a caret), a missing function
 says what the lab asks for and what the submission defines (the closest name suggested), an
 error at import names its line; a notebook's locations name the solution cell and quote the

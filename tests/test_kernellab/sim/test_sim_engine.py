@@ -1,4 +1,4 @@
-"""The sim tier's own tests (issue #3): every warp intrinsic, GPU limit, hazard and the race
+"""The sim tier's own tests: every warp intrinsic, GPU limit, hazard and the race
 detector of ``kernellab.sim.engine``, each with a kernel that must trip it and a near-identical
 kernel that must not; the traffic counters, the trace, the fallback to the stock executor, the
 ``checks="fast"`` mode and the GPU-compile check.
@@ -989,7 +989,7 @@ def test_tiled_reduction_missing_barrier_is_a_race():
 
 
 def test_race_message_names_the_interval_and_where_the_barrier_goes():
-    """The issue: a race names both accesses, their barrier interval and where a
+    """A race names both accesses, their barrier interval and where a
     syncthreads() must go. Straight-line code: after the write, before the read; a tree whose
     levels share one interval: the read is in a later pass of the loop, the barrier at the
     end of the loop body."""
@@ -1199,7 +1199,7 @@ def test_two_blocks_writing_one_global_element_is_a_race():
 
 
 def test_cross_block_race_names_both_threads_and_blocks():
-    """The issue: a race is 'reported with both threads, the address and both source lines';
+    """A race is 'reported with both threads, the address and both source lines';
     across blocks too."""
     out = np.zeros(2, np.int32)
     msg = fails(RaceError, "race", k_global_one_element, 2, 32, out, 0)
