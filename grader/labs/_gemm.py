@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.spec import Case, CaseData, case_seed  # noqa: F401 - case_seed: its former home
+from grader.spec import Case, CaseData
 from kernellab.numerics import KAware, compare, unit_roundoff
 from reference_kernels.gemm import gemm_abs_product, gemm_golden
 

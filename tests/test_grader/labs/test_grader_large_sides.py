@@ -2,7 +2,8 @@
 partial panel dropped past 512 columns, a grid capped at 9 x 9 tiles, K summed only up to
 1536) is correct on small cases and on the timed size; each lab's visible cases now reach
 past such limits in one dimension at a time, and these known-wrong submissions fail exactly
-there. Graded on those cases and one small one (a partial grading keeps the test cheap)."""
+there. Graded on those cases and one small one (a partial grading keeps the test cheap).
+Each case carries its own lab's marker."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ LARGE = [
 ]
 
 
-@pytest.mark.parametrize("lab, sub, large, small", LARGE, ids=[x[1] for x in LARGE])
+@pytest.mark.parametrize("lab, sub, large, small", [
+    pytest.param(*x, id=x[1], marks=getattr(pytest.mark, x[0].replace("-", "_"))) for x in LARGE])
 def test_a_kernel_that_changes_past_some_size_fails_the_large_cases(lab, sub, large, small):
     names = large | {small}
     rep = grade(lab, SUBS / sub, run_performance=False, only=lambda c: c.name in names)
