@@ -1,10 +1,12 @@
 """The dependency rule of the packages (kernellab's package docstring), checked from every
-import statement in the tree, at module level or inside functions:
+import statement in the tree, at module level or inside functions, and every
+``importlib.import_module("...")`` / ``__import__("...")`` of a constant name:
 
 * the runtime (``kernellab``'s top-level modules, ``kernellab.machine``, ``kernellab.sim``,
   ``kernellab.npu``) imports neither the chapter libraries (``kernellab.topics``), nor the
   kernel ladders (``kernellab.kernels``), nor ``grader`` — except ``kernellab.cli``, the command
-  line, whose commands run the grader and the course tooling;
+  line, whose commands run the grader and the course tooling (inside the commands: none at its
+  module level);
 * ``kernellab.topics`` and ``kernellab.kernels`` never import ``grader``;
 * ``reference_kernels`` imports numpy only (golden references any reader can check).
 """
@@ -46,7 +48,15 @@ def imports(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
                 base = ".".join(up + ([base] if base else []))
             out.append((node.lineno, base))
             out += [(node.lineno, f"{base}.{a.name}") for a in node.names]
+        elif (isinstance(node, ast.Call) and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+              and _callee(node.func) in ("import_module", "__import__")):
+            out.append((node.lineno, node.args[0].value))  # importlib.import_module("x.y")
     return out
+
+
+def _callee(func) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def within(name: str, packages) -> bool:
@@ -79,6 +89,15 @@ def test_the_runtime_imports_no_library_and_no_grader():
     assert not bad, "\n".join(bad)
 
 
+def test_the_command_line_reaches_the_grader_only_inside_its_commands():
+    tree = ast.parse((ROOT / "kernellab" / "cli.py").read_text(encoding="utf-8"))
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    names = [a.name for n in top for a in n.names] + [n.module or "" for n in top
+                                                      if isinstance(n, ast.ImportFrom)]
+    bad = [n for n in names if within(n, LIBRARIES + ("grader", "reference_kernels"))]
+    assert not bad, bad
+
+
 def test_libraries_never_import_the_grader():
     bad = [f"{p.relative_to(ROOT)}:{line} imports {name}"
            for p in sources("kernellab/topics", "kernellab/kernels")
@@ -97,10 +116,15 @@ def test_reference_kernels_import_numpy_only():
 def test_the_checker_finds_imports_inside_functions_and_relative_ones(tmp_path):
     probe = tmp_path / "kernellab" / "sim" / "x.py"
     probe.parent.mkdir(parents=True)
-    probe.write_text("def f():\n    from kernellab.topics import quant\n"
-                     "    from ..kernels import gemm_cpu\n")
+    probe.write_text("import importlib\n"
+                     "def f():\n    from kernellab.topics import quant\n"
+                     "    from ..kernels import gemm_cpu\n"
+                     "    importlib.import_module('grader.runner')\n"
+                     "    __import__('kernellab.topics.winograd')\n")
     names = [n for _, n in imports(probe, tmp_path)]
-    assert "kernellab.topics.quant" in names and "kernellab.kernels.gemm_cpu" in names
+    for want in ("kernellab.topics.quant", "kernellab.kernels.gemm_cpu", "grader.runner",
+                 "kernellab.topics.winograd"):
+        assert want in names, (want, names)
 
 
 def test_the_top_level_holds_at_most_twelve_modules():
