@@ -99,7 +99,9 @@ def stub_source(source: str, where: str = "") -> str:
 
 def _hint_continued(lines: list[str], indent: str) -> list[str]:
     """The hint's continuation: the ``### `` lines at the BEGIN line's ``indent`` that open
-    ``lines`` (those below it; they are inside the block, so the stub drops them)."""
+    ``lines`` (those below it; they are inside the block, so the stub drops them). They become
+    part of the hint the student sees: a ``### `` comment meant for the solution's reader only
+    must not follow the BEGIN line directly (put a code line or a plain ``#`` comment first)."""
     more = []
     for line in lines:
         c = MORE.match(line)
