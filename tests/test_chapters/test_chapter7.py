@@ -129,10 +129,10 @@ def test_cube_products_run_on_one_blas_thread(monkeypatch):
     a busy 2-core machine a multi-threaded BLAS made the functional phase of a 1024^3 matmul
     ten times slower. ``mmad`` limits the BLAS to one thread around its product."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from kernellab.npu import asc
+    from kernellab.npu import cube
 
     seen = []
-    inner = asc._one_blas_thread
+    inner = cube._one_blas_thread
 
     def spy():
         ctx = inner()
@@ -148,7 +148,7 @@ def test_cube_products_run_on_one_blas_thread(monkeypatch):
                 return ctx.__exit__(*exc)
         return Spy()
 
-    monkeypatch.setattr(asc, "_one_blas_thread", spy)
+    monkeypatch.setattr(cube, "_one_blas_thread", spy)
     before = [lib["num_threads"] for lib in threadpoolctl.threadpool_info()
               if lib["user_api"] == "blas"]
     res = examples.run_matmul(64, 64, 64, base_m=64, base_n=64, base_k=32, l1_k=64)
