@@ -11,7 +11,8 @@ digests) in a JSON file under kernellab's cache folder (:func:`kernellab.codegen
 keyed by the baseline's name and shape, the sources of the simulator, the kernels and the lab
 specs (which launch the baselines), numba-cuda's version and the simulator's settings
 (``KERNELLAB_SIM_*``, ``KERNELLAB_CUDA_*`` and its live options). ``KERNELLAB_BASELINE_CACHE=0``
-turns it off. ``tests/test_grader/labs/test_baseline_cache.py`` checks that the counters are the same on other
+turns it off. ``tests/test_grader/labs/test_baseline_cache.py`` checks that the counters are the
+same on other
 data and that a cached entry equals a fresh one.
 """
 

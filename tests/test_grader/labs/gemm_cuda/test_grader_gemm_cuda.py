@@ -103,7 +103,8 @@ def test_gpu_tier_forced_without_a_gpu_is_a_plain_fatal():
 
 
 # ------------------------------------------------------------------ known-wrong submissions
-# each fails its cases for its reason (and passes the rest): tests/test_grader/test_known_verdicts.py
+# each fails its cases for its reason (and passes the rest):
+# tests/test_grader/test_known_verdicts.py
 
 
 def test_the_shells_sim_settings_do_not_reach_the_worker(monkeypatch):
@@ -170,7 +171,8 @@ WRONG_SPEED = {
     "coalesced_no_shared.py": (REUSE, {COALESCED},
                                lambda b, s, c: s == pytest.approx(33 / 5, abs=0.05) and c == 100
                                and b == pytest.approx(5 + _STORES)),
-    # the case that once passed: no reuse, 16 x 16 blocks, 4 sectors per 32 FMAs: the speed rule passes
+    # the case that once passed: no reuse, 16 x 16 blocks, 4 sectors per 32 FMAs: the speed rule
+    # passes
     "no_reuse.py": (REUSE, {SPEED, COALESCED},
                     lambda b, s, c: b == pytest.approx(4 + _STORES) and s > 8 and c == 100),
 }

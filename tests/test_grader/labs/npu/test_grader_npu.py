@@ -146,7 +146,8 @@ def test_untouched_lab_fails_with_not_implemented(lab):
 
 
 # ------------------------------------------------------------------ known-wrong submissions
-# each fails its cases for its reason (and passes the rest): tests/test_grader/test_known_verdicts.py
+# each fails its cases for its reason (and passes the rest):
+# tests/test_grader/test_known_verdicts.py
 
 #: (lab, file) -> (rules that must fail, rules that must pass)
 WRONG_SPEED = {

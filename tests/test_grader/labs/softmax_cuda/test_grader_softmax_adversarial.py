@@ -1,5 +1,6 @@
 """Adversarial submissions against lab softmax-cuda's sim-tier grader (the known-wrong ones are in
-tests/test_grader/labs/softmax_cuda/test_grader_softmax_cuda.py): host computations smuggled into kernels through the output,
+tests/test_grader/labs/softmax_cuda/test_grader_softmax_cuda.py): host computations smuggled into
+kernels through the output,
 a tuple argument, a global or a closure; launches on the stock simulator (no race detector);
 atomics that read for free; stores into a scratch array or the output overwritten on the host
 in the timed call; token shuffles; a row max that starts at 0; odd hidden cases. Each

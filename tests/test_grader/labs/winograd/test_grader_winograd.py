@@ -174,7 +174,8 @@ def test_hidden_cases_are_validated_and_generated():
         spec.cases(HiddenCases(cases=[{"N": 1, "C": "x", "K": 1, "H": 1, "W": 1}]))
     with pytest.raises(ValueError, match="MiB"):
         spec.cases(HiddenCases(cases=[{"N": 8, "C": 512, "K": 512, "H": 64, "W": 64}]))
-    for bad in (2.9, True, "3", None):  # the rule of every lab (tests/test_grader/test_hidden_cases.py)
+    # the rule of every lab (tests/test_grader/test_hidden_cases.py)
+    for bad in (2.9, True, "3", None):
         with pytest.raises(ValueError, match="N must be an integer"):
             spec.cases(HiddenCases(cases=[{"N": bad, "C": 1, "K": 1, "H": 1, "W": 1}]))
     with pytest.raises(ValueError, match="grader's check"):  # X, W, Y small; the check is not
