@@ -68,3 +68,22 @@ class TimedCalls:
                 "params": params, "inputs": list(self.inputs), "outputs": list(self.outputs),
                 "nan_after_return": self.unwritten, "wrong_calls": self.wrong,
                 "checked_calls": self.checked}
+
+
+def cpu_figures(threads_: int, description: str, timings: dict, dtype=np.float32) -> dict:
+    """The figures every CPU lab's measurement reports beside its ratios: the nominal peak of
+    ``threads_`` cores from /proc (``peak_gflops``, ``peak_formula``: shown, never a limit) and
+    ``setup`` (``description``, the thread settings' note, the interleaved ``timings``)."""
+    from kernellab import machine, threads
+
+    info = machine.cpu_info()
+    cores = min(info.cores, threads_)
+    return {"peak_gflops": info.peak_flops(dtype, cores=cores) / 1e9,
+            "peak_formula": info.formula(dtype, cores=cores),
+            "setup": {"description": description, "threads_note": threads.status()["note"],
+                      "timings": timings}}
+
+
+def threads_words(threads_: int) -> str:
+    """``"1 thread"``, ``"2 threads"``."""
+    return f"{threads_} thread" + ("s" if threads_ != 1 else "")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.labs._gemm import probably_correct
-from grader.labs._timed import TimedCalls
+from grader.labs._timed import TimedCalls, cpu_figures, threads_words
 
 # Bound when the grader's worker imports this module, before the submission loads: the baseline
 # the submission is timed against cannot be swapped out from under the grader.
@@ -25,7 +25,7 @@ _NUMPY_MATMUL = np.matmul
 def measure_cpu(spec, namespace: dict, plan: dict, workdir: Path) -> dict:
     """The measurements ``spec.rules_cpu`` judges (per-round ratios and rates; the setup shown
     in the report; ``"recheck"``: the last timed call, saved under ``workdir``)."""
-    from kernellab import machine, threads, timing
+    from kernellab import machine, timing
     import numba
 
     from reference_kernels.gemm import gemm_naive
@@ -71,8 +71,6 @@ def measure_cpu(spec, namespace: dict, plan: dict, workdir: Path) -> dict:
     tn = {k: v.times for k, v in g_naive.timings.items()}
     tb = {k: v.times for k, v in g_numpy.timings.items()}
     n, n2 = int(plan["n"]), int(plan["n_naive"])
-    info = machine.cpu_info()
-    plural = "s" if threads_ != 1 else ""
     return {
         "speedup_naive": [a / b for a, b in zip(tn["naive"], tn["submission"])],
         "fraction_numpy": [a / b for a, b in zip(tb["numpy"], tb["submission"])],
@@ -82,16 +80,12 @@ def measure_cpu(spec, namespace: dict, plan: dict, workdir: Path) -> dict:
         "gflops_cpu": [2.0 * n**3 / max(x, 1e-9) / 1e9 for x in cpu_s[-rounds:]],
         "gflops_naive": [2.0 * n2**3 / x / 1e9 for x in tn["naive"]],
         "gflops_small": [2.0 * n2**3 / x / 1e9 for x in tn["submission"]],
-        # nominal (from /proc): shown, never a limit
-        "peak_gflops": info.peak_flops(dt, cores=min(info.cores, threads_)) / 1e9,
-        "peak_formula": info.formula(dt, cores=min(info.cores, threads_)),
         "blas": machine.blas_kernel(),
-        "setup": {"description": f"{dt.name}, {threads_} thread{plural}, {rounds} interleaved "
-                                 f"rounds per group, fresh inputs per call: vs numpy at "
-                                 f"M=N=K={n}, vs naive at M=N=K={n2}",
-                  "threads_note": threads.status()["note"],
-                  "timings": {"vs_naive": g_naive.to_dict()["timings"],
-                              "vs_numpy": g_numpy.to_dict()["timings"]}},
+        **cpu_figures(threads_, f"{dt.name}, {threads_words(threads_)}, {rounds} interleaved "
+                                f"rounds per group, fresh inputs per call: vs numpy at "
+                                f"M=N=K={n}, vs naive at M=N=K={n2}",
+                      {"vs_naive": g_naive.to_dict()["timings"],
+                       "vs_numpy": g_numpy.to_dict()["timings"]}, dt),
         # the last timed call: the numpy group, size n
         "recheck": calls.save(workdir, {"M": n, "N": n, "K": n, "dtype": dt.name}),
     }

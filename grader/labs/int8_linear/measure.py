@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.labs._timed import TimedCalls
+from grader.labs._timed import TimedCalls, cpu_figures, threads_words
 
 
 def measure_cpu(spec, namespace: dict, plan: dict, workdir: Path) -> dict:
     """The measurements ``spec.rules_cpu`` judges (per-round ratios and rates, the setup shown
     in the report, ``"recheck"``: the last timed call, saved under ``workdir``)."""
-    from kernellab import machine, threads, timing
+    from kernellab import timing
     import numba
 
     from reference_kernels.quant import int8_gemm_naive
@@ -47,18 +47,13 @@ def measure_cpu(spec, namespace: dict, plan: dict, workdir: Path) -> dict:
                            after=calls.after)
     t = {k: v.times for k, v in g.timings.items()}
     ops = 2.0 * n ** 3
-    info = machine.cpu_info()
     return {
         "speedup_naive": [a / b for a, b in zip(t["naive"], t["submission"])],
         "gops": [ops / x / 1e9 for x in t["submission"]],
         "gops_naive": [ops / x / 1e9 for x in t["naive"]],
-        "peak_gflops": info.peak_flops(np.float32, cores=min(info.cores, threads_)) / 1e9,
-        "peak_formula": info.formula(np.float32, cores=min(info.cores, threads_)),
-        "setup": {"description": f"int8 x int8 -> int32, M=N=K={n}, {threads_} thread"
-                                 f"{'s' if threads_ != 1 else ''}, {rounds} interleaved "
-                                 "rounds, fresh inputs per call",
-                  "threads_note": threads.status()["note"],
-                  "timings": g.to_dict()["timings"]},
+        **cpu_figures(threads_, f"int8 x int8 -> int32, M=N=K={n}, {threads_words(threads_)}, "
+                                f"{rounds} interleaved rounds, fresh inputs per call",
+                      g.to_dict()["timings"]),
         "recheck": calls.save(workdir, {"fn": "int8_gemm", "M": n, "N": n, "K": n,
                                         "kind": "random"}),
     }

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.labs._timed import TimedCalls
+from grader.labs._timed import TimedCalls, cpu_figures, threads_words
 from reference_kernels.conv import conv2d_flops
 
 
 def measure_cpu(spec, namespace: dict, plan: dict, workdir: Path) -> dict:
     """The measurements ``spec.rules_cpu`` judges (per-round ratios and rates, the setup shown
     in the report, ``"recheck"``: the last timed call, saved under ``workdir``)."""
-    from kernellab import machine, threads, timing
+    from kernellab import timing
     import numba
 
     from reference_kernels.conv import conv2d_direct
@@ -48,19 +48,14 @@ def measure_cpu(spec, namespace: dict, plan: dict, workdir: Path) -> dict:
                            after=calls.after)
     t = {k: v.times for k, v in g.timings.items()}
     flops = conv2d_flops(N, C, K, H, Wd)
-    info = machine.cpu_info()
     return {
         "speedup_direct": [a / b for a, b in zip(t["direct"], t["submission"])],
         "gflops": [flops / x / 1e9 for x in t["submission"]],
         "gflops_direct": [flops / x / 1e9 for x in t["direct"]],
-        "peak_gflops": info.peak_flops(np.float32, cores=min(info.cores, threads_)) / 1e9,
-        "peak_formula": info.formula(np.float32, cores=min(info.cores, threads_)),
-        "setup": {"description": f"float32, {threads_} thread{'s' if threads_ != 1 else ''}, "
-                                 f"{rounds} interleaved rounds, fresh inputs per call, "
-                                 f"N={N} C={C} K={K} H={H} W={Wd}; effective GFLOP/s = "
-                                 "direct-convolution FLOPs / time",
-                  "threads_note": threads.status()["note"],
-                  "timings": g.to_dict()["timings"]},
+        **cpu_figures(threads_, f"float32, {threads_words(threads_)}, {rounds} interleaved "
+                                f"rounds, fresh inputs per call, N={N} C={C} K={K} H={H} "
+                                f"W={Wd}; effective GFLOP/s = direct-convolution FLOPs / time",
+                      g.to_dict()["timings"]),
         "recheck": calls.save(workdir, dict(plan["shape"])),
     }
 
