@@ -335,8 +335,8 @@ class LabSpec:
     visible_seed: int = 0
     #: how many random hidden cases a secret seed without a case file generates
     random_count: int = 6
-    #: visible case name -> the inputs its repeat changes (:func:`grader.labs._repeat.repeat_case`:
-    #: called again right after itself with a few entries changed)
+    #: visible case name -> the inputs its repeat changes (:func:`grader.labs._repeat.repeat_cases`:
+    #: called again right after itself, a few times, with a few entries changed)
     repeated: dict[str, tuple[str, ...]] = {}
     #: hash a hidden case's seed from "hidden<i>" instead of its whole name
     hidden_seed_by_index: bool = False
@@ -381,17 +381,17 @@ class LabSpec:
         return Case(name, p, case_seed(seed, key), hidden=True)
 
     def cases(self, hidden: HiddenCases) -> list[Case]:
-        """The visible cases (each :attr:`repeated` one followed by its repeat), then the
+        """The visible cases (each :attr:`repeated` one followed by its repeats), then the
         hidden cases of the file, or, with a seed and no file cases, :attr:`random_count`
         random ones."""
-        from grader.labs._repeat import repeat_case
+        from grader.labs._repeat import repeat_cases
 
         out = []
         for p in self.visible_params():
             name = self.case_name(p)
             out.append(Case(name, p, case_seed(self.visible_seed, name)))
             if name in self.repeated:
-                out.append(repeat_case(out[-1], tuple(self.repeated[name])))
+                out.extend(repeat_cases(out[-1], tuple(self.repeated[name])))
         for i, raw in enumerate(hidden.cases):
             out.append(self._hidden(i, self.parse_case(raw, i), hidden.seed or 0))
         if hidden.seed is not None and not hidden.cases:

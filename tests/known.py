@@ -14,6 +14,9 @@ and the verdict each gets, in one place.
 * ``python tests/known.py --root DIR --out FILE`` records every submission's signature in
   ``FILE`` (the manifest ``tests/known_verdicts.json``), graded from the checkout at ``DIR``
   with that checkout's grader (run it with ``PYTHONPATH=DIR``).
+* ``python tests/known.py --labs LAB ...`` records again, from this tree, the entries of the
+  named labs (after a change to their cases that a line of the change's note explains), each
+  entry's ``expect`` (and ``errors_vary``) kept.
 """
 
 from __future__ import annotations
@@ -426,13 +429,43 @@ def record(root: Path, out: Path, processes: int = 2) -> None:
     (out.parent / (out.stem + ".seconds.json")).write_text(json.dumps(seconds, indent=1))
 
 
+def rerecord(labs: list[str], out: Path = MANIFEST, processes: int = 2) -> None:
+    """Grade this tree's submissions of ``labs`` and replace their entries in ``out`` (each
+    entry's other fields, ``expect`` and ``errors_vary``, kept)."""
+    import multiprocessing
+
+    jobs = [(lab_id, kind, name, str(submission(lab_id, name, kind)), perf)
+            for lab_id in labs for kind in KINDS for name in submissions(lab_id, kind)
+            for perf in ((False, True) if (lab_id, name) in PERFORMANCE else (False,))]
+    manifest = json.loads(out.read_text())
+    fresh: dict = {}
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        for lab_id, kind, name, perf, sig, s in pool.imap_unordered(_record_one, jobs):
+            entry = fresh.setdefault(lab_id, {}).setdefault(name, {"kind": kind})
+            entry["performance" if perf else "correctness"] = sig
+            print(f"{s:7.1f} s  {lab_id} {name} {'perf' if perf else ''}", flush=True)
+    for lab_id, entries in fresh.items():
+        for name, entry in entries.items():
+            old = manifest.get(lab_id, {}).get(name, {})
+            entry.update({k: v for k, v in old.items() if k not in entry})
+        manifest[lab_id] = dict(sorted(entries.items()))
+    write_manifest(out, manifest)
+
+
 if __name__ == "__main__":
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--root", type=Path, required=True)
+    ap.add_argument("--root", type=Path)
+    ap.add_argument("--labs", nargs="+", choices=sorted(LABS))
     ap.add_argument("--out", type=Path, default=MANIFEST)
     ap.add_argument("--processes", type=int, default=2)
     a = ap.parse_args()
-    sys.path.insert(0, str(a.root))
-    record(a.root, a.out, a.processes)
+    if a.labs:
+        sys.path.insert(0, str(ROOT))
+        rerecord(a.labs, a.out, a.processes)
+    else:
+        if a.root is None:
+            ap.error("--root DIR (record every lab from that checkout) or --labs LAB ...")
+        sys.path.insert(0, str(a.root))
+        record(a.root, a.out, a.processes)

@@ -5,15 +5,21 @@ a sum.
 A *repeat* case calls the function again, right after an earlier case, with the same shapes and
 the same inputs except ``CHANGED_ENTRIES`` entries of each named array, at positions drawn from
 fresh entropy every time the cases are built (a submission cannot know which entries to sample
-for its key), of distinct values where the array has that many. The changed entries' values
-are permuted among themselves (sorted by value and shifted by one place, so each changes): the
-array keeps its multiset of values, so a key computed from any symmetric function of it (its
-sum, its norm, its largest entry, a histogram), from the shapes or from a few fixed entries
-goes stale, while a correct function sees different inputs. An array whose chosen entries
-are all equal has them negated instead (the most negative integer becomes the most positive
-one). A stale cache returns the output computed from the earlier inputs, which :func:`stale_note`
-recognises (the outputs pass the case's check on the earlier value of some of the inputs)
-and names.
+for its key), of distinct values where the array has that many. Each repeated case is followed
+by ``REPEATS`` repeats, each changing its own positions of the earlier case's inputs: a key on
+k fixed entries of an array of n escapes one repeat when a changed position falls on a key
+entry (probability about k * CHANGED_ENTRIES / n, a few per cent for the labs' smaller
+arrays), and escapes the grading only when it escapes every repeat (that probability to the
+power ``REPEATS``), so a known-wrong cache fails every time, not 98 times in 100.
+
+The changed entries' values are permuted among themselves (sorted by value and shifted by one
+place, so each changes): the array keeps its multiset of values, so a key computed from any
+symmetric function of it (its sum, its norm, its largest entry, a histogram), from the shapes
+or from a few fixed entries goes stale, while a correct function sees different inputs. An
+array whose chosen entries are all equal has them negated instead (the most negative integer
+becomes the most positive one). A stale cache returns the output computed from the earlier
+inputs, which :func:`stale_note` recognises (the outputs pass the case's check on the earlier
+value of some of the inputs) and names.
 
 The timed calls need no repeats: every timed call gets fresh random inputs
 (:class:`grader.labs._timed.TimedCalls`), so a cache keyed on the shapes alone returns a wrong
@@ -31,17 +37,23 @@ import numpy as np
 from grader.spec import Case, CaseData
 
 CHANGED_ENTRIES = 8
+REPEATS = 3
 _KEY = "changed"
 
 
-def repeat_case(base: Case, arrays: tuple[str, ...], count: int = CHANGED_ENTRIES) -> Case:
-    """A case that repeats ``base`` (same parameters and seed, so the same inputs) with
-    ``count`` entries of each input named in ``arrays`` changed at fresh random positions.
-    Place it right after ``base`` in the case list."""
-    params = {**base.params, _KEY: {"base": base.name, "arrays": list(arrays), "count": count,
-                                    "seed": secrets.randbits(63)}}
-    name = f"{base.name} again, {count} entries of {' and '.join(arrays)} changed"
-    return Case(name, params, base.seed, hidden=base.hidden)
+def repeat_cases(base: Case, arrays: tuple[str, ...], count: int = CHANGED_ENTRIES,
+                 repeats: int = REPEATS) -> list[Case]:
+    """``repeats`` cases that repeat ``base`` (same parameters and seed, so the same inputs),
+    each with ``count`` entries of each input named in ``arrays`` changed at its own fresh
+    random positions. Place them right after ``base`` in the case list."""
+    out = []
+    for i in range(1, repeats + 1):
+        params = {**base.params, _KEY: {"base": base.name, "arrays": list(arrays),
+                                        "count": count, "seed": secrets.randbits(63)}}
+        name = (f"{base.name} again {i}/{repeats}, {count} entries of {' and '.join(arrays)}"
+                " changed")
+        out.append(Case(name, params, base.seed, hidden=base.hidden))
+    return out
 
 
 def change_inputs(case: Case, data: CaseData) -> CaseData:

@@ -45,8 +45,9 @@ class Toy(LabSpec):
 
 def test_cases_names_seeds_and_repeats():
     cs = Toy().cases(HiddenCases())
-    assert [c.name for c in cs] == ["n3 a", "n3 a again, 8 entries of x changed", "n5 b"]
-    assert cs[0].seed == case_seed(11, "n3 a") == cs[1].seed
+    assert [c.name for c in cs] == ["n3 a"] + [f"n3 a again {i}/3, 8 entries of x changed"
+                                               for i in (1, 2, 3)] + ["n5 b"]
+    assert cs[0].seed == case_seed(11, "n3 a") == cs[1].seed == cs[3].seed
     x0, x1 = (Toy().case_data(c).inputs["x"] for c in cs[:2])
     assert not np.array_equal(x0, x1) and sorted(x0) == sorted(x1)  # a permutation
 

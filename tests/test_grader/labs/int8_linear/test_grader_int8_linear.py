@@ -207,14 +207,20 @@ def test_repeat_cases_change_a_few_entries_at_fresh_positions():
     spec = Int8Linear()
     first, second = (spec.cases(HiddenCases()) for _ in range(2))
     reps = [i for i, c in enumerate(first) if "again" in c.name]
-    assert [spec.case_function(first[i]) for i in reps] == ["quantize_per_channel",
-                                                            "int8_gemm", "linear_w8a8"]
+    assert [spec.case_function(first[i]) for i in reps] == [
+        f for f in ("quantize_per_channel", "int8_gemm", "linear_w8a8") for _ in range(3)]
     for i in reps:
-        base, again, again2 = first[i - 1], first[i], second[i]
+        base = next(c for c in reversed(first[:i]) if "again" not in c.name)
+        again, again2 = first[i], second[i]
         assert again.name.startswith(base.name) and again.name == again2.name
+        assert again.params["changed"]["base"] == base.name
         b, r, r2 = (spec.case_data(x) for x in (base, again, again2))
+        others = [spec.case_data(c) for c in first if c is not again
+                  and c.params.get("changed", {}).get("base") == base.name]
         for name in again.params["changed"]["arrays"]:
             assert (b.inputs[name] != r.inputs[name]).sum() == 8
             assert not np.array_equal(r.inputs[name], r2.inputs[name])  # fresh positions
+            # each repeat of one case changes its own positions
+            assert all(not np.array_equal(r.inputs[name], o.inputs[name]) for o in others)
         untouched = set(b.inputs) - set(again.params["changed"]["arrays"])
         assert all(np.array_equal(b.inputs[k], r.inputs[k]) for k in untouched)
