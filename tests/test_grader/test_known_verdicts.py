@@ -1,10 +1,11 @@
 """Every known-wrong and known-good submission of every lab gets the verdict recorded for it in
-tests/known_verdicts.json, recorded from the grader before the lab folders (commit bbdba92)
-by ``python tests/known.py`` (gemm-cpu, winograd and int8-linear recorded again with ``--labs``
-when each repeated case got three repeats: only the new repeat rows and the scores changed): the same pass or fail, score, fatal reason, static findings, each
-case's verdict and what its error says (tests/known.py: ``signature``), and the reason its lab's
-self-test checked (``expect``). The manifest lists exactly the stored submissions; one stored as
-a change to its lab's solution applies exactly or fails naming itself and its hunk.
+tests/known_verdicts.json, recorded from the grader before the lab folders (commit bbdba92) by
+``python tests/known.py`` (gemm-cpu, winograd and int8-linear recorded again with ``--labs``
+when each repeated case got three repeats: only the new repeat rows and the scores changed): the
+same pass or fail, score, fatal reason, static findings, each case's verdict and what its error
+says (tests/known.py: ``signature``), and the reason its lab's self-test checked (``expect``).
+The manifest lists exactly the stored submissions; one stored as a change to its lab's solution
+applies exactly or fails naming itself and its hunk.
 
 Graded as the labs' self-tests grade them (tests/known.py: ``grading``). ``make test`` grades
 those whose labs' generic "known wrong fails for its reason" tests this one took over
