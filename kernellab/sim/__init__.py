@@ -7,8 +7,12 @@ threads, warp intrinsics, GPU limits, bounds/race/divergence/uninitialised-read 
 counters, and a GPU compile of every kernel (:mod:`kernellab.sim.ptx`). Modelled time from the
 counters: :mod:`kernellab.sim.model`.
 
+Registers, local frame, spills and occupancy of the kernels a capture saw:
+:mod:`kernellab.sim.resources` (:func:`resource_table`, :func:`occupancy`).
+
 Public API: :func:`capture`, :func:`configure`, :func:`options`, :func:`install`,
-:class:`Capture`, the errors of :mod:`kernellab.sim.errors`.
+:class:`Capture`, :func:`resource_table`, :func:`occupancy`, :class:`KernelResources`,
+:class:`Occupancy`, the errors of :mod:`kernellab.sim.errors`.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from kernellab.sim.errors import (
     DivergenceError, GPUCompileError, KernelError, LaunchConfigError, OutOfBoundsError,
     RaceError, SimError, StuckKernelError, UninitialisedReadError,
 )
+from kernellab.sim.resources import KernelResources, Occupancy, occupancy, resource_table
 
 __all__ = [
     "capture", "replay", "configure", "options", "install", "arm", "Capture", "content_digest",
     "SimError", "KernelError", "OutOfBoundsError", "RaceError", "DivergenceError",
     "UninitialisedReadError", "LaunchConfigError", "StuckKernelError", "GPUCompileError",
+    "KernelResources", "Occupancy", "occupancy", "resource_table",
 ]
 
 
@@ -67,7 +73,9 @@ class Capture:
     """Launches recorded by :func:`capture`: ``launches`` (list of
     :class:`~kernellab.sim.engine.LaunchStats`), ``unchecked`` (names of the kernels that ran
     on the stock simulator, unrecorded), ``recorded`` (with ``record=True``: each launch and
-    host-device copy as a callable that repeats it, for :func:`replay`) and :meth:`total`."""
+    host-device copy as a callable that repeats it, for :func:`replay`), :meth:`total`,
+    :meth:`resources` and :meth:`resource_table` (registers, local frame, spills, occupancy:
+    :mod:`kernellab.sim.resources`)."""
 
     def __init__(self, trace=False, record=False):
         self.trace = trace
@@ -87,6 +95,17 @@ class Capture:
             for k, v in s.counters.items():
                 out[k] = max(out[k], v) if k in _PER_LAUNCH_MAX else out[k] + v
         return out
+
+
+    def resources(self) -> list:
+        """``[(kernel name, KernelResources | None, note)]``, one per captured launch: ptxas's
+        registers, stack frame, spills and static shared memory (``LaunchStats.resources``;
+        None when unknown, and the note says why)."""
+        return [(s.name, s.resources, s.resources_note) for s in self.launches]
+
+    def resource_table(self, cc=(8, 0)) -> str:
+        """:func:`kernellab.sim.resources.resource_table` of the captured launches."""
+        return resource_table(self, cc)
 
 
 #: counters that describe one launch's configuration, not work: a total takes their max

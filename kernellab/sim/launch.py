@@ -112,6 +112,7 @@ def _launch_once(kernel, args):
     fn = kernel.fn
     name = getattr(fn, "__name__", "kernel")
     depot = None
+    compiled = None
     if _OPTS["gpu_compile"]:
         from kernellab.sim import ptx
         compiled = ptx.compile_kernel(kernel, args)
@@ -160,6 +161,8 @@ def _launch_once(kernel, args):
     stats.shared_sites = L.shared_sites
     stats.block_max = dict(L.block_max)
     stats.outside = outside
+    stats.compiled = compiled
+    stats.dynamic_shared_bytes = int(kernel.dynshared_size or 0)
     for cap in _listeners:
         cap.launches.append(stats)
     return stats
@@ -352,7 +355,11 @@ class LaunchStats:
     took; wavefronts / ideal_wavefronts is the site's bank-conflict degree) and
     ``block_max`` (the busiest block's work, each a maximum over
     the blocks: ``global_sectors``, ``shared_wavefronts``, ``barriers``; zeros with
-    ``checks="fast"``, which counts no traffic, except barriers))."""
+    ``checks="fast"``, which counts no traffic, except barriers)), ``compiled`` (the
+    :class:`~kernellab.sim.ptx.PTXResult` of the GPU compile, None when it is off),
+    ``dynamic_shared_bytes`` (the launch's dynamic shared memory), :attr:`resources` and
+    :attr:`resources_note` (registers, local frame, spills and static shared memory from
+    ptxas; asked for on first use, so launches that never look pay nothing)."""
 
     def __init__(self, name, grid, block, counters, ptx_counts, trace):
         self.name = name
@@ -367,6 +374,41 @@ class LaunchStats:
         self.sites = None
         self.shared_sites = None
         self.block_max = None
+        self.compiled = None
+        self.dynamic_shared_bytes = 0
+        self._resources = {}    # cc -> (KernelResources | None, note)
+
+    def resources_for(self, cc) -> tuple:
+        """``(KernelResources | None, note)`` of this launch's kernel compiled by ptxas for
+        compute capability ``cc`` (the PTX of the launch: sm_80). Never raises for a missing
+        or failing ptxas: the note says why there are no figures."""
+        cc = tuple(int(x) for x in cc)
+        if cc not in self._resources:
+            if self.compiled is None:
+                self._resources[cc] = (None, "registers and spills are unknown: the GPU "
+                                       "compile was off for this launch (gpu_compile=False or "
+                                       "KERNELLAB_SIM_GPU_COMPILE=0), so ptxas had no PTX")
+            else:
+                from kernellab.sim import ptx
+                try:
+                    self._resources[cc] = ptx.kernel_resources(self.compiled, cc)
+                except Exception as exc:  # a report, never a failed launch
+                    self._resources[cc] = (None, f"registers and spills are unknown: {exc}")
+        return self._resources[cc]
+
+    @property
+    def resources(self):
+        """:class:`~kernellab.sim.resources.KernelResources` of the kernel (ptxas for the
+        compute capability its PTX was compiled for), or None: then :attr:`resources_note`
+        says why."""
+        cc = self.compiled.cc if self.compiled is not None else (8, 0)
+        return self.resources_for(cc)[0]
+
+    @property
+    def resources_note(self) -> str:
+        """Where :attr:`resources` come from, or why there are none, in words."""
+        cc = self.compiled.cc if self.compiled is not None else (8, 0)
+        return self.resources_for(cc)[1]
 
     def __repr__(self):
         c = self.counters

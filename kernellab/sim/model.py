@@ -271,6 +271,8 @@ class DeviceProfile:
         shared_carveouts: the shared-memory sizes (bytes) an SM's L1 can be split at,
             ascending.
         max_blocks_per_sm: resident-block limit per SM.
+        registers_per_sm: 32-bit registers of one SM (also the most one block may use).
+        max_registers_per_thread: the most registers ptxas gives one thread.
     """
 
     name: str
@@ -288,6 +290,8 @@ class DeviceProfile:
     l1_shared_bytes_per_sm: int = 192 * 1024
     shared_carveouts: tuple = tuple(k * 1024 for k in (0, 8, 16, 32, 64, 100, 132, 164))
     max_blocks_per_sm: int = 32
+    registers_per_sm: int = 65536
+    max_registers_per_thread: int = 255
 
     def __post_init__(self):
         for f in ("sm_count", "clock_ghz", "fp32_flops", "dram_bytes_per_s", "l2_bytes_per_s",
@@ -394,7 +398,8 @@ def _local_number(c: Mapping, key: str) -> float:
 #: The fewest threads an SM holds when a grid fills the GPU: the 64 K 32-bit registers of an SM
 #: over the 255 a thread may use, in whole warps (CUDA C++ Programming Guide, "Technical
 #: Specifications per Compute Capability": compute capabilities 7.0-9.0): 256.
-MIN_RESIDENT_THREADS = (65536 // 255) // 32 * 32
+MIN_RESIDENT_THREADS = (PROFILES[DEFAULT_PROFILE].registers_per_sm
+                        // PROFILES[DEFAULT_PROFILE].max_registers_per_thread) // 32 * 32
 
 
 def local_traffic(counters, profile: str | DeviceProfile = DEFAULT_PROFILE) -> LocalTraffic:

@@ -13,7 +13,8 @@ One module a job: :mod:`~kernellab.sim.ptx.compile` (the entry points),
 :mod:`~kernellab.sim.ptx.signature` (the launch's numba signature),
 :mod:`~kernellab.sim.ptx.pickling` (the kernel pickled by value for the helper),
 :mod:`~kernellab.sim.ptx.helper` (the helper subprocess, parent side) and
-:mod:`~kernellab.sim.ptx.child` (the helper program), :mod:`~kernellab.sim.ptx.cache`
+:mod:`~kernellab.sim.ptx.child` (the helper program), :mod:`~kernellab.sim.ptx.ptxas`
+(registers, stack frame and spills: ptxas's report via nvJitLink), :mod:`~kernellab.sim.ptx.cache`
 (memory and disk caches), :mod:`~kernellab.sim.ptx.messages` (errors, trimmed compiler
 messages), :mod:`~kernellab.sim.ptx.counts` (static instruction counts).
 
@@ -24,14 +25,17 @@ ISA (instruction set, state spaces); cloudpipe/cloudpickle README ("pickling by 
 from __future__ import annotations
 
 from kernellab.sim.ptx.cache import clear_cache
-from kernellab.sim.ptx.compile import DEFAULT_CC, PTXResult, close, compile_kernel, ptx_available
+from kernellab.sim.ptx.compile import (
+    DEFAULT_CC, PTXResult, close, compile_kernel, kernel_resources, ptx_available,
+)
 from kernellab.sim.ptx.counts import COUNT_KEYS, static_counts
 from kernellab.sim.ptx.helper import COMPILE_TIMEOUT_S, _helper  # noqa: F401  (tests read it)
 from kernellab.sim.ptx.messages import MAX_MESSAGE_CHARS, PTXToolError, trim_compiler_message
 from kernellab.sim.ptx.signature import signature_of
 
 __all__ = [
-    "DEFAULT_CC", "PTXResult", "PTXToolError", "compile_kernel", "signature_of", "static_counts",
+    "DEFAULT_CC", "PTXResult", "PTXToolError", "compile_kernel", "kernel_resources",
+    "signature_of", "static_counts",
     "ptx_available", "close", "clear_cache", "trim_compiler_message", "COUNT_KEYS",
     "COMPILE_TIMEOUT_S", "MAX_MESSAGE_CHARS",
 ]

@@ -7,7 +7,9 @@ disk (``<cache base>/ptx/<key>.json``, the cache base of :func:`kernellab.codege
 numba-cuda and NVVM wheel versions and :mod:`kernellab.cuda_ext`, so repeated test runs and
 gradings do not recompile; a cache hit does not start the helper.
 ``KERNELLAB_PTX_DISK_CACHE=0`` switches the disk cache off. Rejections are cached in memory
-only.
+only. ptxas's resource reports (:func:`kernellab.sim.ptx.kernel_resources`) are cached the same
+way (``<cache base>/ptx/res-<key>.json``, keyed by the PTX, the cc and the tool versions,
+nvJitLink's included); a report lost to a timeout or a helper's death is kept in memory only.
 """
 
 from __future__ import annotations
@@ -41,6 +43,19 @@ def _versions() -> tuple:
     return _versions_cache[0]
 
 
+def _resource_versions() -> tuple:
+    """:func:`_versions` plus the nvJitLink wheels (ptxas is part of nvJitLink)."""
+    import importlib.metadata as md
+
+    out = list(_versions())
+    for name in ("nvidia-nvjitlink", "cuda-bindings"):
+        try:
+            out.append(f"{name}={md.version(name)}")
+        except md.PackageNotFoundError:
+            out.append(f"{name}=?")
+    return tuple(out)
+
+
 def _disk_dir() -> Path | None:
     if os.environ.get("KERNELLAB_PTX_DISK_CACHE", "1").strip().lower() in ("0", "no", "false",
                                                                           "off"):
@@ -59,7 +74,9 @@ def _disk_load(key: str) -> dict | None:
             entry = json.load(f)
     except (OSError, ValueError):
         return None
-    return entry if isinstance(entry, dict) and isinstance(entry.get("ptx"), str) else None
+    ok = isinstance(entry, dict) and (isinstance(entry.get("ptx"), str)
+                                      or isinstance(entry.get("note"), str))
+    return entry if ok else None
 
 
 def _disk_store(key: str, entry: dict) -> None:
@@ -83,7 +100,7 @@ def clear_cache(disk: bool = False) -> None:
     if disk:
         d = _disk_dir()
         if d is not None and d.is_dir():
-            for p in d.glob("*.json"):
+            for p in d.glob("*.json"):  # PTX and ptxas reports
                 try:
                     p.unlink()
                 except OSError:

@@ -6,9 +6,12 @@ real mode before anything else and never imports ``kernellab`` (numba-cuda docum
 GPU, given the NVVM library). Requests and replies are length-prefixed (8-byte big-endian)
 pickles over stdin/stdout: ``hello`` (answers the versions, or why it cannot compile),
 ``compile`` (``fn`` and ``sig`` pickled, ``cc``, ``device``, ``fastmath``, ``lineinfo``;
-answers the PTX or the compiler's error with the user's source location), ``crash`` (for tests)
-and ``exit``. ``KERNELLAB_CUDA_EXT``: a file whose ``install()`` adds intrinsics numba-cuda lacks
-(:mod:`kernellab.cuda_ext`), run before the first compile.
+answers the PTX or the compiler's error with the user's source location), ``resources``
+(``ptx``, ``cc``, ``module``: ptxas run on the PTX through nvJitLink -- the module named,
+``cuda.bindings.nvjitlink`` -- with ``-verbose``; answers its log, or why it could not run;
+:mod:`kernellab.sim.ptx.ptxas`), ``crash`` (for tests) and ``exit``. ``KERNELLAB_CUDA_EXT``: a
+file whose ``install()`` adds intrinsics numba-cuda lacks (:mod:`kernellab.cuda_ext`), run
+before the first compile.
 """
 
 import os
@@ -140,6 +143,52 @@ def _compile(msg):
     return {"ok": True, "ptx": ptx, "seconds": time.perf_counter() - t0}
 
 
+def _log(nj, h, size_fn, get_fn):
+    size = size_fn(h)
+    buf = bytearray(size)
+    if size:
+        get_fn(h, buf)
+    return bytes(buf).rstrip(b"\0").decode("utf-8", "replace")
+
+
+def _resources(msg):
+    """ptxas on one PTX module through nvJitLink (``-arch=sm_XY -verbose``): its info log."""
+    try:
+        import importlib
+        nj = importlib.import_module(msg.get("module") or "cuda.bindings.nvjitlink")
+    except BaseException as exc:
+        return {"ok": False, "kind": "missing",
+                "message": "".join(traceback.format_exception_only(type(exc), exc)).strip()}
+    cc = tuple(msg["cc"])
+    data = msg["ptx"].encode()
+    t0 = time.perf_counter()
+    h = None
+    try:
+        h = nj.create(2, [f"-arch=sm_{cc[0]}{cc[1]}", "-verbose"])
+        nj.add_data(h, nj.InputType.PTX, data, len(data), "kernel.ptx")
+        nj.complete(h)
+        log = _log(nj, h, nj.get_info_log_size, nj.get_info_log)
+        return {"ok": True, "log": log, "nvjitlink": ".".join(map(str, nj.version())),
+                "seconds": time.perf_counter() - t0}
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        err = ""
+        if h is not None:
+            try:
+                err = _log(nj, h, nj.get_error_log_size, nj.get_error_log)
+            except Exception:
+                pass
+        return {"ok": False, "kind": "ptxas", "message": (f"{type(exc).__name__}: {exc}\n"
+                                                          f"{err}").strip()}
+    finally:
+        if h is not None:
+            try:
+                nj.destroy(h)
+            except Exception:
+                pass
+
+
 while True:
     msg = _read()
     if msg is None or msg.get("op") == "exit":
@@ -154,7 +203,7 @@ while True:
         else:
             import importlib.metadata as _md
             _versions = {}
-            for _name in ("numba", "numba-cuda", "nvidia-nvvm"):
+            for _name in ("numba", "numba-cuda", "nvidia-nvvm", "nvidia-nvjitlink"):
                 try:
                     _versions[_name] = _md.version(_name)
                 except _md.PackageNotFoundError:
@@ -171,6 +220,15 @@ while True:
             reply = {"ok": False, "kind": "internal",
                      "message": "".join(traceback.format_exception(type(exc), exc,
                                                                    exc.__traceback__))}
+        _write(reply)
+    elif op == "resources":
+        try:
+            reply = _resources(msg)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            reply = {"ok": False, "kind": "internal",
+                     "message": "".join(traceback.format_exception_only(type(exc), exc))}
         _write(reply)
     elif op == "crash":                      # for tests: die as a crashing compiler would
         os._exit(3)

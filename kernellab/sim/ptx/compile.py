@@ -1,7 +1,8 @@
 """Compile a simulated kernel to PTX (:func:`compile_kernel`) and say whether one can here.
 
 The entry points of :mod:`kernellab.sim.ptx`: :func:`compile_kernel` (signature from the
-arguments, function pickled by value, caches, the helper), :func:`ptx_available`,
+arguments, function pickled by value, caches, the helper), :func:`kernel_resources` (ptxas's
+registers, stack frame and spills of a compiled kernel), :func:`ptx_available`,
 :func:`close`, and :class:`PTXResult`.
 """
 
@@ -11,8 +12,9 @@ import dataclasses
 import hashlib
 import pickle
 
+from kernellab.sim.ptx import ptxas as _ptxas
 from kernellab.sim.ptx.cache import (
-    _disk_load, _disk_store, _memory, _memory_lock, _versions,
+    _disk_load, _disk_store, _memory, _memory_lock, _resource_versions, _versions,
 )
 from kernellab.sim.ptx.counts import static_counts
 from kernellab.sim.ptx.helper import _helper
@@ -123,6 +125,98 @@ def compile_kernel(kernel, args, cc=DEFAULT_CC, *, lineinfo: bool = False,
                                "signature": sig_text, "seconds": result.seconds,
                                "versions": list(_versions())})
     return dataclasses.replace(result, counts=dict(result.counts))
+
+
+#: The nvJitLink module the helper imports for :func:`kernel_resources` (a test points it at a
+#: module that does not exist, to see the report of a missing nvJitLink).
+NVJITLINK_MODULE = "cuda.bindings.nvjitlink"
+
+#: :attr:`KernelResources.source` of a ptxas report.
+PTXAS_SOURCE = "ptxas via nvJitLink -verbose"
+
+
+def kernel_resources(result: PTXResult, cc=None, *, use_cache: bool = True) -> tuple:
+    """ptxas's resource report of a compiled kernel: ``(KernelResources, note)``, or
+    ``(None, note)`` saying in plain words why there is none (a device function; nvJitLink
+    missing; ptxas failed, timed out after :data:`~kernellab.sim.ptx.ptxas.PTXAS_TIMEOUT_S`,
+    or crashed; the compile helper cannot start). Never raises for those.
+
+    ``result``: a :class:`PTXResult` of :func:`compile_kernel`; ``cc``: the compute capability
+    ptxas compiles that PTX for (default: the one it was compiled for; PTX runs on later
+    ones). ptxas runs in the compile helper through nvJitLink (:mod:`kernellab.sim.ptx.ptxas`);
+    reports are cached in memory and on disk (:mod:`kernellab.sim.ptx.cache`)."""
+    from kernellab.sim.resources import KernelResources
+
+    cc = result.cc if cc is None else _normalise_cc(cc)
+    arch = f"sm_{cc[0]}{cc[1]}"
+    entries = _ptxas.entry_names(result.ptx)
+    if not entries:
+        return None, (f"{result.kernel!r} is a device function: its registers and local "
+                      "memory count in the kernel that calls it")
+    key = "res:" + hashlib.sha256(
+        repr((result.ptx, cc, result.kernel, NVJITLINK_MODULE)).encode()).hexdigest()
+    disk_key = None
+    if use_cache:
+        with _memory_lock:
+            hit = _memory.get(key)
+        if isinstance(hit, tuple):
+            return hit
+        if NVJITLINK_MODULE == "cuda.bindings.nvjitlink":
+            disk_key = "res-" + hashlib.sha256(
+                (key + repr(_resource_versions())).encode()).hexdigest()
+            entry = _disk_load(disk_key)
+            if entry is not None:
+                res = entry.get("resources")
+                out = (KernelResources.from_dict(res) if res else None, entry["note"])
+                with _memory_lock:
+                    _memory[key] = out
+                return out
+    durable = True  # an outcome the same tools give again (not a timeout or a crash)
+    try:
+        reply = _helper.request({"op": "resources", "name": result.kernel, "ptx": result.ptx,
+                                 "cc": cc, "module": NVJITLINK_MODULE},
+                                timeout_s=_ptxas.PTXAS_TIMEOUT_S, retry=False)
+    except PTXToolError as exc:
+        reply = {"ok": False, "kind": "helper", "message": str(exc)}
+        durable = False
+    if reply.get("ok"):
+        name, figures = _ptxas.pick_kernel(_ptxas.parse_ptxas_log(reply["log"]), entries,
+                                           result.kernel)
+        if name is None:
+            out = (None, f"ptxas ran ({arch}) but its report could not be read: {figures}")
+        else:
+            # the kernel's own static shared arrays, as its PTX declares them: for sm_90 ptxas
+            # reports 1 KiB more for a kernel that uses shared memory (taken to be the 1 KB a
+            # block reserves, which occupancy() adds itself); PTX without sized .shared
+            # declarations: ptxas's figure
+            shared = _ptxas.declared_shared_bytes(result.ptx) or figures.get("shared_bytes", 0)
+            res = KernelResources(
+                registers=figures["registers"],
+                stack_frame_bytes=figures.get("stack_frame_bytes", 0),
+                spill_store_bytes=figures.get("spill_store_bytes", 0),
+                spill_load_bytes=figures.get("spill_load_bytes", 0),
+                shared_static_bytes=int(shared), cc=cc, source=PTXAS_SOURCE)
+            out = (res, f"registers and local frame from ptxas (nvJitLink "
+                        f"{reply.get('nvjitlink', '?')}, {arch})")
+    elif reply.get("kind") == "missing":
+        out = (None, "registers and spills are unknown: nvJitLink (the ptxas this tier runs, "
+                     "package nvidia-nvjitlink with cuda-bindings) cannot be imported here: "
+                     f"{reply.get('message')}")
+    elif reply.get("kind") == "ptxas":
+        out = (None, f"registers and spills are unknown: ptxas ({arch}) rejected the PTX of "
+                     f"{result.kernel!r}: {str(reply.get('message'))[:500]}")
+    else:
+        durable = False
+        out = (None, f"registers and spills are unknown: ptxas could not run on "
+                     f"{result.kernel!r}: {reply.get('message')}")
+    if use_cache:
+        with _memory_lock:
+            _memory[key] = out
+        if durable and disk_key is not None:
+            _disk_store(disk_key, {"resources": out[0].as_dict() if out[0] else None,
+                                   "note": out[1], "kernel": result.kernel, "cc": list(cc),
+                                   "versions": list(_resource_versions())})
+    return out
 
 
 _available: list = []

@@ -115,7 +115,7 @@ class _Helper:
         except (OSError, ValueError):
             return ""
 
-    def _read_exact(self, n: int, deadline: float) -> bytes:
+    def _read_exact(self, n: int, deadline: float, timeout_s: float) -> bytes:
         out = self._proc.stdout
         chunks, got = [], 0
         while got < n:
@@ -123,7 +123,7 @@ class _Helper:
                 left = deadline - time.monotonic()
                 if left <= 0 or not select.select([out], [], [], left)[0]:
                     self._kill()
-                    raise _ChildDied(f"no reply within {COMPILE_TIMEOUT_S:.0f} s (killed)",
+                    raise _ChildDied(f"no reply within {timeout_s:.0f} s (killed)",
                                      retry=False)
                 data = os.read(out.fileno(), n - got)
             else:  # pragma: no cover - Windows pipes have no select
@@ -139,7 +139,7 @@ class _Helper:
             got += len(data)
         return b"".join(chunks)
 
-    def _exchange(self, msg: dict) -> dict:
+    def _exchange(self, msg: dict, timeout_s: float | None = None) -> dict:
         data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
         try:
             self._proc.stdin.write(struct.pack(">Q", len(data)) + data)
@@ -148,9 +148,10 @@ class _Helper:
             code = self._proc.poll()
             raise _ChildDied(f"the helper exited (code {code}); stderr: "
                              f"{self._stderr_tail() or '(empty)'}") from None
-        deadline = time.monotonic() + COMPILE_TIMEOUT_S
-        (n,) = struct.unpack(">Q", self._read_exact(8, deadline))
-        return pickle.loads(self._read_exact(n, deadline))
+        timeout_s = COMPILE_TIMEOUT_S if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        (n,) = struct.unpack(">Q", self._read_exact(8, deadline, timeout_s))
+        return pickle.loads(self._read_exact(n, deadline, timeout_s))
 
     def _alive(self) -> bool:
         self._forget_if_forked()
@@ -162,17 +163,19 @@ class _Helper:
                 self._start()
             return self.info
 
-    def request(self, msg: dict) -> dict:
-        """Send ``msg``; on a helper death restart it once (warning), then give up."""
+    def request(self, msg: dict, timeout_s: float | None = None, retry: bool = True) -> dict:
+        """Send ``msg``; on a helper death restart it once (warning), then give up.
+        ``timeout_s``: seconds to wait for the reply (default :data:`COMPILE_TIMEOUT_S`);
+        ``retry=False``: a death is not retried."""
         with self._lock:
             for attempt in (0, 1):
                 if not self._alive():
                     self._start()
                 try:
-                    return self._exchange(msg)
+                    return self._exchange(msg, timeout_s)
                 except _ChildDied as exc:
                     self._kill()
-                    if not exc.retry:
+                    if not (exc.retry and retry):
                         raise PTXToolError(f"the GPU compile helper gave up on "
                                            f"{msg.get('name')!r}: {exc}") from None
                     if attempt:

@@ -1,0 +1,338 @@
+"""Registers, local frame, spills and occupancy (kernellab.sim.resources, kernellab.sim.ptx.ptxas):
+ptxas's report through nvJitLink for the kernels the sim tier compiles, and the occupancy
+formula of the CUDA Occupancy Calculator against hand-worked cases."""
+
+import kernellab  # noqa: F401  - first: chooses the tier (the simulator on a machine without GPU)
+
+import os
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from kernellab import device
+from kernellab.sim import ptx
+from kernellab.sim.ptx import ptxas
+from kernellab.sim.resources import (
+    REGISTER_ALLOCATION_UNIT, RESERVED_SHARED_PER_BLOCK, SHARED_ALLOCATION_UNIT, SM_LIMITS,
+    KernelResources, occupancy, resource_table,
+)
+
+_ok, _why = ptx.ptx_available()
+needs_ptx = pytest.mark.skipif(not _ok, reason=f"no GPU compiler: {_why}")
+needs_sim = pytest.mark.skipif(not device.simulator_active(),
+                               reason=f"needs the sim tier, not {kernellab.TIER}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _ptx_cache_dir(tmp_path_factory):
+    """PTX and ptxas reports go to a temporary cache folder."""
+    old = os.environ.get("KERNELLAB_CACHE_DIR")
+    os.environ["KERNELLAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("ptx-cache"))
+    ptx.clear_cache()
+    yield
+    if old is None:
+        os.environ.pop("KERNELLAB_CACHE_DIR", None)
+    else:
+        os.environ["KERNELLAB_CACHE_DIR"] = old
+
+
+def _res(regs, shared=0):
+    return KernelResources(registers=regs, stack_frame_bytes=0, spill_store_bytes=0,
+                           spill_load_bytes=0, shared_static_bytes=shared, cc=(8, 0),
+                           source="hand")
+
+
+# ------------------------------------------------------------------------------------------
+# occupancy(): hand-worked examples (CUDA C++ Programming Guide, "Technical Specifications per
+# Compute Capability"; Best Practices Guide, "Occupancy"; cuda_occupancy.h)
+# ------------------------------------------------------------------------------------------
+
+def test_register_limited_256_threads_64_registers():
+    # 64 regs x 32 lanes = 2048 per warp; a quarter of the 64 K register file holds 8 such
+    # warps, the SM 32; blocks of 8 warps: 4 blocks, 32 of 64 warps
+    occ = occupancy(_res(64), 256)
+    assert (occ.blocks_per_sm, occ.warps_per_sm, occ.max_warps_per_sm) == (4, 32, 64)
+    assert occ.fraction == 0.5 and occ.limiter == "registers"
+
+
+def test_register_allocation_rounds_each_warp_up_to_256():
+    # 69 regs: 2208 per warp -> 2304; 16384 // 2304 = 7 warps a quarter, 28 an SM: 3 blocks
+    occ = occupancy(_res(69), 256)
+    assert (occ.blocks_per_sm, occ.limiter) == (3, "registers")
+    # 255 regs (the most a thread gets): 8160 -> 8192 per warp; 2 a quarter, 8 an SM: 12.5 %
+    occ = occupancy(_res(255), 128)
+    assert (occ.blocks_per_sm, occ.warps_per_sm, occ.fraction) == (2, 8, 0.125)
+
+
+def test_shared_memory_limited():
+    # 48 KiB static + the 1 KB a block reserves = 50176 B (a multiple of 128): 164 KiB / 50176
+    # = 3 blocks on cc 8.0; 228 KiB / 50176 = 4 on cc 9.0; 32 registers alone would allow 16
+    res = _res(32, 48 * 1024)
+    occ = occupancy(res, 128)
+    assert (occ.blocks_per_sm, occ.limiter) == (3, "shared memory")
+    assert occ.limits["registers"] == 16 and occ.limits["threads"] == 16
+    occ9 = occupancy(res, 128, cc=(9, 0))
+    assert (occ9.blocks_per_sm, occ9.limiter, occ9.cc) == (4, "shared memory", (9, 0))
+    # dynamic shared memory counts with the static: 16 KiB + 16 KiB + 1 KB -> 4 blocks
+    occ = occupancy(_res(32, 16 * 1024), 128, dynamic_shared_bytes=16 * 1024)
+    assert occ.blocks_per_sm == 167936 // (32 * 1024 + 1024) == 4
+    # the 128-byte allocation unit: 1 byte of shared memory takes 1024 + 128 per block
+    occ = occupancy(_res(16, 1), 32)
+    assert occ.limits["shared memory"] == 167936 // 1152
+
+
+def test_block_and_thread_limited():
+    # 32 threads, 16 registers: registers and shared memory allow more than 32 blocks; the SM
+    # holds 32 blocks of 1 warp: 50 %
+    occ = occupancy(_res(16), 32)
+    assert (occ.blocks_per_sm, occ.warps_per_sm, occ.fraction, occ.limiter) == \
+        (32, 32, 0.5, "blocks")
+    # 1024 threads, 32 registers: 2 blocks by threads and by registers; a tie names threads
+    occ = occupancy(_res(32), 1024)
+    assert (occ.blocks_per_sm, occ.fraction, occ.limiter) == (2, 1.0, "threads")
+    assert occ.limits["registers"] == 2
+    # 100 threads are 4 warps (the last one partly idle)
+    assert occupancy(_res(32), 100).warps_per_sm == 16 * 4
+
+
+def test_a_block_that_cannot_launch_gets_zero():
+    # 1024 threads x 65 registers: 2304 per warp x 32 warps = 73728 > the 65536 a block may use
+    occ = occupancy(_res(65), 1024)
+    assert (occ.blocks_per_sm, occ.fraction, occ.limiter) == (0, 0.0, "registers")
+    assert occupancy(_res(32, 200 * 1024), 32).blocks_per_sm == 0
+
+
+def test_occupancy_rejects_bad_input():
+    with pytest.raises(ValueError, match="compute capability"):
+        occupancy(_res(32), 128, cc=(7, 5))
+    with pytest.raises(ValueError, match="1..1024"):
+        occupancy(_res(32), 0)
+    with pytest.raises(ValueError, match="1..1024"):
+        occupancy(_res(32), 2048)
+
+
+def test_sm_limits_come_from_the_model_profiles():
+    from kernellab.sim.model import PROFILES
+
+    for cc, name in (((8, 0), "a100"), ((9, 0), "h100")):
+        lim, p = SM_LIMITS[cc], PROFILES[name]
+        assert lim.max_shared_per_sm == p.max_shared_per_sm
+        assert lim.max_threads_per_sm == p.max_threads_per_sm == 2048
+        assert lim.registers_per_sm == p.registers_per_sm == 65536
+        assert lim.max_registers_per_thread == 255 and lim.max_warps_per_sm == 64
+    assert SM_LIMITS[(8, 0)].max_shared_per_sm == 164 * 1024
+    assert SM_LIMITS[(9, 0)].max_shared_per_sm == 228 * 1024
+
+
+# ------------------------------------------------------------------------------------------
+# the ptxas log parser, on ptxas's own output
+# ------------------------------------------------------------------------------------------
+
+#: ptxas/nvJitLink 13.5 -verbose output for sm_80 of two kernels linked together (names
+#: shortened), the form kernel_resources reads
+_LOG = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_ZN6module10flash2_fwdB3v32E5ArrayIfLi4E' for 'sm_80'
+ptxas info    : Function properties for _ZN6module10flash2_fwdB3v32E5ArrayIfLi4E
+ptxas         .     128 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 206 registers, used 1 barriers, 865 bytes cmem[0]
+ptxas info    : Compiling entry function '_ZN6module14gemm_v4_kernelB3v23E5ArrayIfLi2E' for 'sm_80'
+ptxas info    : Function properties for _ZN6module14gemm_v4_kernelB3v23E5ArrayIfLi2E
+ptxas         .     304 bytes stack frame, 356 bytes spill stores, 268 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 568 bytes cmem[0]
+ptxas info    : Compile time = 264.486 ms
+info    : 8 bytes gmem
+info    : Function properties for '_ZN6module10flash2_fwdB3v32E5ArrayIfLi4E':
+info    : used 206 registers, used 1 barriers, 128 stack, 24704 bytes smem, 865 bytes cmem[0], \
+0 bytes lmem
+"""
+
+
+def test_parser_reads_each_function():
+    funcs = ptxas.parse_ptxas_log(_LOG)
+    flash = funcs["_ZN6module10flash2_fwdB3v32E5ArrayIfLi4E"]
+    assert flash == {"stack_frame_bytes": 128, "spill_store_bytes": 0, "spill_load_bytes": 0,
+                     "registers": 206, "shared_bytes": 24704}
+    gemm = funcs["_ZN6module14gemm_v4_kernelB3v23E5ArrayIfLi2E"]
+    assert (gemm["registers"], gemm["stack_frame_bytes"], gemm["spill_store_bytes"],
+            gemm["spill_load_bytes"]) == (255, 304, 356, 268)
+    assert "shared_bytes" not in gemm
+
+
+def test_parser_picks_the_kernel_among_several_entries():
+    funcs = ptxas.parse_ptxas_log(_LOG)
+    entries = list(funcs)
+    name, fig = ptxas.pick_kernel(funcs, entries, "gemm_v4_kernel")
+    assert name.endswith("gemm_v4_kernelB3v23E5ArrayIfLi2E") and fig["registers"] == 255
+    name, fig = ptxas.pick_kernel(funcs, entries, "flash2_fwd")
+    assert fig["registers"] == 206
+    name, why = ptxas.pick_kernel(funcs, entries, "other")
+    assert name is None and "2 candidate kernels" in why
+    assert ptxas.pick_kernel({}, [], "k") == (None, "ptxas's report names 0 candidate kernels "
+                                                    "for 'k' (PTX entries: none)")
+
+
+def test_ptx_entries_and_shared_declarations():
+    text = (".visible .shared .align 4 .b8 _cudapy_smem_8[8320];\n"
+            ".shared .align 8 .b64 s2[4];\n.extern .shared .align 16 .b8 dyn[];\n"
+            ".visible .entry _Z1kPf(\n\t.param .u64 p\n)\n{\n}\n")
+    assert ptxas.entry_names(text) == ["_Z1kPf"]
+    assert ptxas.declared_shared_bytes(text) == 8320 + 32
+
+
+# ------------------------------------------------------------------------------------------
+# the course's kernels, through the sim tier and ptxas
+# ------------------------------------------------------------------------------------------
+
+def _flash(d, dtype, N=None):
+    from kernellab import sim
+    from kernellab.kernels import attention_cuda as A
+
+    Br, Bc = A.flash_block_sizes(d, dtype)
+    N = Br if N is None else N
+    rng = np.random.default_rng(0)
+    Q = rng.standard_normal((1, 1, N, d)).astype(dtype)
+    O = np.zeros_like(Q)
+    with sim.capture() as cap:
+        A.attention_v2(Q, Q, Q, O)
+    (stats,) = cap.launches
+    return stats, Br, Bc, cap
+
+
+@needs_ptx
+@needs_sim
+def test_flash_attention_scores_are_a_local_frame_of_4_bc_bytes():
+    # the per-thread score array sc[Bc] (float32) is indexed with a runtime bound: it lives in
+    # local memory, a stack frame of exactly 4 Bc bytes, with no spill, at float32 d = 64
+    stats, Br, Bc, cap = _flash(64, np.float32)
+    res = stats.resources
+    assert res is not None, stats.resources_note
+    assert res.stack_frame_bytes == 4 * Bc
+    assert (res.spill_store_bytes, res.spill_load_bytes) == (0, 0)
+    assert 1 <= res.registers <= 255 and res.source == "ptxas via nvJitLink -verbose"
+    from kernellab.kernels.attention_cuda import flash_shared_bytes
+    assert res.shared_static_bytes == flash_shared_bytes(Br, Bc, 64, np.float32)
+    # the model's local frame (the PTX depot) is the same frame
+    assert stats.counters["local_frame_bytes"] == 4 * Bc
+    assert "ptxas" in stats.resources_note
+    table = resource_table(cap)
+    assert "flash2_fwd" in table and f" {4 * Bc} " in table
+
+
+@needs_ptx
+@needs_sim
+def test_spills_are_reported_but_not_in_the_models_local_frame():
+    # float16 at d = 128: ptxas runs out of registers and spills; its stack frame is the score
+    # array plus the spill slots. The model keeps the PTX depot (the arrays whose stores the
+    # engine counts): spills have only a static size, not a count (model.py, "what the model
+    # ignores")
+    stats, Br, Bc, _ = _flash(128, np.float16)
+    res = stats.resources
+    assert res is not None, stats.resources_note
+    assert res.registers == SM_LIMITS[(8, 0)].max_registers_per_thread
+    assert res.spill_store_bytes > 0 and res.spill_load_bytes > 0
+    assert res.stack_frame_bytes > 4 * Bc
+    assert stats.counters["local_frame_bytes"] == 4 * Bc
+
+
+@needs_ptx
+@needs_sim
+def test_gemm_v4_registers_and_occupancy_by_hand():
+    from kernellab import sim
+    from kernellab.kernels import gemm_cuda as G
+
+    M = N = K = G.BM
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N)).astype(np.float32)
+    C = np.zeros((M, N), np.float32)
+    with sim.capture() as cap:
+        G.gemm_v4(A, B, C)
+    (stats,) = cap.launches
+    res = stats.resources
+    assert res is not None, stats.resources_note
+    assert 1 <= res.registers <= 255
+    threads = stats.block[0] * stats.block[1] * stats.block[2]
+    warps = -(-threads // 32)
+    # by hand: registers per warp rounded up to 256, a quarter of 65536 per sub-partition
+    per_warp = -(-res.registers * 32 // REGISTER_ALLOCATION_UNIT) * REGISTER_ALLOCATION_UNIT
+    by_regs = (16384 // per_warp) * 4 // warps
+    smem = -(-(res.shared_static_bytes + RESERVED_SHARED_PER_BLOCK) // SHARED_ALLOCATION_UNIT) \
+        * SHARED_ALLOCATION_UNIT
+    blocks = min(by_regs, 164 * 1024 // smem, 64 // warps, 32)
+    occ = occupancy(res, threads)
+    assert occ.blocks_per_sm == blocks and occ.fraction == blocks * warps / 64
+    row = next(line for line in resource_table(cap).splitlines() if "gemm_v4" in line)
+    assert row.split()[1:3] == [str(threads), str(res.registers)]
+    assert f"{100 * occ.fraction:.1f}" in row
+
+
+@needs_ptx
+@needs_sim
+def test_resources_come_from_the_disk_cache_without_the_helper():
+    stats, *_ = _flash(64, np.float32)
+    first = stats.resources
+    ptx.clear_cache()           # memory only
+    ptx.close()
+    again = ptx.kernel_resources(stats.compiled)
+    assert again[0] == first and ptx._helper.pid is None
+
+
+@cuda.jit
+def _scale(x, s):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * s
+
+
+@needs_ptx
+@needs_sim
+def test_no_nvjitlink_gives_none_and_a_note(monkeypatch):
+    from kernellab import sim
+    from kernellab.sim.ptx import compile as ptx_compile
+
+    monkeypatch.setattr(ptx_compile, "NVJITLINK_MODULE", "cuda.bindings.no_such_nvjitlink")
+    x = np.ones(64, np.float32)
+    with sim.capture() as cap:
+        _scale[1, 64](x, np.float32(2.0))         # the launch itself runs and checks
+    assert (x == 2).all()
+    (stats,) = cap.launches
+    assert stats.resources is None
+    assert "nvJitLink" in stats.resources_note and "cannot be imported" in \
+        stats.resources_note
+    table = resource_table(cap)
+    assert "unknown" in table and "cannot be imported" in table
+
+
+@needs_sim
+def test_gpu_compile_off_gives_none_and_a_note():
+    from kernellab import sim
+
+    x = np.ones(32, np.float32)
+    with sim.capture(gpu_compile=False) as cap:
+        _scale[1, 32](x, np.float32(3.0))
+    (stats,) = cap.launches
+    assert stats.resources is None and "GPU compile was off" in stats.resources_note
+
+
+@needs_ptx
+def test_device_function_has_no_resources_of_its_own():
+    @cuda.jit(device=True)
+    def twice(v):
+        return v * float32(2.0)
+
+    res, note = ptx.kernel_resources(ptx.compile_kernel(twice, (np.float32(1.0),)))
+    assert res is None and "device function" in note
+
+
+@needs_ptx
+def test_ptxas_past_its_time_limit_gives_none_and_the_next_compile_works(monkeypatch):
+    monkeypatch.setattr(ptxas, "PTXAS_TIMEOUT_S", 1e-4)
+    x = np.ones(16, np.float32)
+    compiled = ptx.compile_kernel(_scale, (x, np.float32(1.0)), use_cache=False)
+    res, note = ptx.kernel_resources(compiled, use_cache=False)
+    assert res is None and "could not run" in note
+    monkeypatch.undo()
+    res, note = ptx.kernel_resources(compiled, use_cache=False)
+    assert res is not None and res.registers >= 1, note
