@@ -33,8 +33,11 @@ Versions::
                        column (lane stride K floats), 32 sectors for 128 useful bytes
                        (uncoalesced); B[k, j] is one address for the whole warp (a broadcast,
                        1 sector); the store C[i, j] is 32 sectors too. 2 global loads per FMA,
-                       33 sectors per 32 FMAs: about 0.06 FLOP per byte moved. The course's
-                       baseline for the modelled speedup.
+                       33 sectors per 32 FMAs: about 0.06 FLOP per byte moved, as the sim tier
+                       charges them (each request's sectors at L2: it has no L1). On a GPU the
+                       other 7 floats of each A sector are the same lane's next 7 k steps and
+                       mostly hit in L1: the cost is L1 throughput, 32 sectors per request
+                       against 4 coalesced. The course's baseline for the modelled speedup.
     v2 coalesced       the same, with threadIdx.x -> COLUMN j: lanes read 32 consecutive floats
                        B[k, j0..j0+31] (128 bytes, 4 sectors: coalesced) and one A[i, k]
                        (broadcast), and store 4 sectors of C. Still 2 global loads per FMA, but
@@ -56,7 +59,9 @@ Versions::
                        FMA from 1/8 to 1/32 (4 B of sectors per 32 FMAs: 16 FLOP/B). A thread's
                        patch is strided (rows ty + 16 r, columns tx + 16 c, not a contiguous
                        4 x 4), so a warp's shared reads of B hit 16 consecutive banks and its
-                       stores of C are coalesced.
+                       stores of C are coalesced. The register tile is what limits its
+                       occupancy (registers per thread from ptxas: ``LaunchStats.resources``,
+                       :func:`kernellab.sim.resources.occupancy`); v1-v3 run at full occupancy.
 
 Shared-memory banks. v3 and v4 are conflict-free as written: a warp is two rows of 16 threads;
 it reads two words of the A tile (each broadcast to 16 lanes, in different banks because tile
@@ -65,7 +70,9 @@ tile stores are 32 consecutive words. Padding is the fix when a layout is not: e
 v4's A tile transposed (BK x BM, what float4 loads of A need) makes each store 8-way conflicted
 (the 8 lanes loading one row of A write words BM = 64 apart: one bank); a leading dimension of
 BM + 4 (68 words: each k row shifts by 4 banks) removes it, as TILE + 1 does for a 32 x 32
-tile read by columns.
+tile read by columns. All of this is for 4-byte accesses: 8- and 16-byte (``float2``/``float4``)
+shared accesses are served a half or a quarter of a warp at a time, and conflicts count within
+each phase (chapter 2, section 6).
 
 What the sim tier's counters should show (``kernellab.sim.capture()``), for M, N, K multiples
 of the tiles (and of 8), K >= 8, and arrays starting on a sector boundary; ``MNK = M*N*K``.
@@ -98,7 +105,9 @@ modelled on the sim tier (default M = N = K = 64), CUDA events against ``cupy.ma
 SGEMM) on the gpu tier (default 4096).
 
 Sources: S. Boehm, "How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance" (2022):
-his kernels 1-5 are this ladder (his 2-D blocktiling gives a thread a contiguous patch; here it
+his kernels 1-3 and 5 are this ladder's steps (his 1-D blocktiling, kernel 4, is left out; his
+measured A6000 figures are in :mod:`kernellab.topics.gemm_anchors`; his 2-D blocktiling gives a
+thread a contiguous patch; here it
 is strided by 16, because with scalar loads a contiguous 4-wide patch makes a warp's reads of
 the B tile a 2-way bank conflict: lanes tx and tx + 8 hit words 32 apart); NVIDIA, CUDA C++
 Best Practices Guide, "Coalesced Access to Global Memory" and "Shared Memory and Memory Banks";
