@@ -1,0 +1,178 @@
+"""Chapter 2 (chapters/02_cuda_tiled_gemm.ipynb): the claims its prose makes that no other test
+checks (the kernels' correctness and counters: tests/test_kernellab/kernels/
+test_gemm_cuda_ladder.py; the occupancy arithmetic itself: the sim tier's resource tests).
+
+* Section 9: ``resource_table`` prints one row per ladder kernel, each with ptxas's registers
+  per thread in 1..255; v1-v3 run at full occupancy on cc 8.0 and v4 is register-limited (the
+  register-file arithmetic the chapter prints: 256-register units per warp, 65,536 per SM), and
+  no kernel spills — what the text reads off the table.
+* Section 4: the L1 reuse the model does not see — per block, v1 and v2 touch the same number of
+  distinct sectors (5 K) while the model counts 33 and 5 per pair of warp requests.
+* Section 6: the sim tier's wavefronts for float64 shared accesses equal the half-warp phase
+  rule the text teaches, at every stride the chapter shows and more.
+* Section 10: the quoted anchors (``kernellab.topics.gemm_anchors``) agree with their own table
+  (each share of cuBLAS is its GFLOP/s over cuBLAS's, to the published 0.1%), map every ladder
+  version to one of Boehm's kernels, and the notebook takes them from the module.
+
+The house rules (no outputs, no typed or quoted measured figures):
+tests/test_chapters/test_notebook_rules.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kernellab
+import notebook_rules as rules
+from kernellab.kernels import gemm_cuda
+from kernellab.topics import gemm_anchors as GA
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "chapters" / "02_cuda_tiled_gemm.ipynb"
+sim_only = pytest.mark.skipif(kernellab.TIER != "sim", reason="counters exist on the sim tier only")
+#: CUDA C++ Programming Guide, "Technical Specifications per Compute Capability", cc 8.0.
+REGS_PER_SM, MAX_REGS_PER_THREAD, REG_UNIT, MAX_WARPS = 65536, 255, 256, 64
+
+
+def code() -> str:
+    return "\n".join(rules.cells(NOTEBOOK, "code"))
+
+
+@pytest.fixture(scope="module")
+def ladder_launches():
+    """One sim-tier launch of every ladder version at a small size (full tiles)."""
+    from kernellab import sim
+
+    M = N = 64
+    K = 16
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((M, K), dtype=np.float32)
+    B = rng.standard_normal((K, N), dtype=np.float32)
+    out = {}
+    for name, launch in gemm_cuda.LADDER.items():
+        with sim.capture() as cap:
+            launch(A, B, np.zeros((M, N), np.float32))
+        out[name] = cap
+    return out
+
+
+@sim_only
+def test_resource_table_has_a_row_per_ladder_kernel(ladder_launches):
+    from kernellab.sim.resources import resource_table
+
+    assert "resource_table(list(runs.values()), cc=(8, 0))" in code()
+    for name, cap in ladder_launches.items():
+        (st,) = cap.launches
+        res = st.resources
+        assert res is not None, (name, st.resources_note)
+        assert 1 <= res.registers <= MAX_REGS_PER_THREAD, (name, res.registers)
+        table = resource_table(cap, cc=(8, 0))
+        rows = [ln for ln in table.splitlines() if st.name in ln]
+        assert len(rows) == 1, (name, table)
+        assert str(res.registers) in rows[0].split(), (name, rows[0])
+
+
+@sim_only
+def test_occupancy_is_what_the_chapter_reads_off_the_table(ladder_launches):
+    from kernellab.sim.resources import occupancy
+
+    for name, cap in ladder_launches.items():
+        (st,) = cap.launches
+        res = st.resources
+        threads = st.block[0] * st.block[1] * st.block[2]
+        warps = threads // 32
+        o = occupancy(res, threads, cc=(8, 0))
+        per_warp = -(-res.registers * 32 // REG_UNIT) * REG_UNIT
+        assert o.blocks_per_sm * warps * per_warp <= REGS_PER_SM, name
+        assert o.warps_per_sm == o.blocks_per_sm * warps <= MAX_WARPS, name
+        assert res.spill_store_bytes == res.spill_load_bytes == 0, name
+        if name == "v4_register_tiles":
+            assert o.limiter == "registers", o
+            assert (o.blocks_per_sm + 1) * warps * per_warp > REGS_PER_SM, o
+            assert o.warps_per_sm < MAX_WARPS
+        else:
+            assert o.warps_per_sm == MAX_WARPS, (name, o)
+
+
+@sim_only
+@pytest.mark.parametrize("K", [8, 16])
+def test_v1_and_v2_touch_the_same_distinct_sectors_per_block(K):
+    """Block 0 of v1 and of v2 (8 warps each): the model counts 33 and 5 sectors per pair of
+    warp requests (one of A, one of B, per k), but both touch 5 K distinct sectors."""
+    from kernellab import sim
+
+    M = N = 32
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((M, K), dtype=np.float32)
+    B = rng.standard_normal((K, N), dtype=np.float32)
+    for name, per_pair in (("v1_naive", 33), ("v2_coalesced", 5)):
+        with sim.capture(trace=True) as cap:
+            gemm_cuda.LADDER[name](A, B, np.zeros((M, N), np.float32))
+        tr = cap.launches[0].trace
+        loads = tr[((tr["array"] == "A") | (tr["array"] == "B")) & (tr["kind"] == "r")]
+        sectors = loads["addr"] // 32
+        arr = (loads["array"] == "A").astype(np.int64)
+        counted = np.unique(np.stack([loads["request"], sectors, arr]), axis=1).shape[1]
+        distinct = len(np.unique(np.stack([sectors, arr]), axis=1).T)
+        assert counted == 8 * K * per_pair, (name, counted)
+        assert distinct == 5 * K, (name, distinct)
+
+
+def _phase_wavefronts(word_of_lane, words_per_lane):
+    per_phase = 32 // words_per_lane
+    total = 0
+    for p0 in range(0, 32, per_phase):
+        words = {w for lane in range(p0, p0 + per_phase)
+                 for w in range(word_of_lane[lane], word_of_lane[lane] + words_per_lane)}
+        total += max(sum(1 for w in words if w % 32 == b) for b in range(32))
+    return total
+
+
+@sim_only
+def test_float64_shared_wavefronts_follow_the_half_warp_phase_rule():
+    from numba import cuda, float64
+
+    from kernellab import sim
+
+    def strided_read(stride):
+        @cuda.jit
+        def kernel(out):
+            s = cuda.shared.array(1024, float64)
+            t = cuda.threadIdx.x
+            s[t * stride] = t
+            cuda.syncthreads()
+            out[t] = s[t * stride]
+        return kernel
+
+    assert "phase_wavefronts(" in code()
+    for stride in (1, 2, 3, 4, 8, 16, 17, 32):
+        with sim.capture() as cap:
+            strided_read(stride)[1, 32](np.zeros(32))
+        got = cap.launches[0].counters["shared_load_wavefronts"]
+        assert got == _phase_wavefronts([2 * stride * t for t in range(32)], 2), stride
+    # the 16-byte case the text states: 8 lanes fill the 32 banks, 4 phases, 4 wavefronts
+    assert _phase_wavefronts([4 * t for t in range(32)], 4) == 4
+
+
+def test_anchors_agree_with_their_own_table():
+    rows = GA.anchor_rows()
+    assert [r["kernel"] for r in rows] == [1, 2, 3, 4, 5]
+    for r in rows:
+        # the published share is GFLOP/s over cuBLAS's, rounded to 0.1%
+        assert abs(r["gflops"] / GA.BOEHM_CUBLAS_GFLOPS - r["of_cublas"]) <= 0.0005 + 1e-12, r
+        assert 0 < r["of_peak"] < 1, r
+    assert [r["gflops"] for r in rows] == sorted(r["gflops"] for r in rows)
+    # the datasheet's single-precision figure, 38.7 TFLOP/s, from cores x 2 x boost clock
+    assert round(GA.a6000_fp32_peak() / 1e12, 1) == 38.7
+    assert round(rows[4]["of_peak"], 2) == 0.41            # 2-D blocktiling: ~41% of peak
+    assert set(GA.LADDER_STEP) == set(gemm_cuda.LADDER)
+    assert {r["version"] for r in rows} - {None} == set(gemm_cuda.LADDER)
+
+
+def test_notebook_takes_the_anchors_from_the_module():
+    src = code()
+    assert "gemm_anchors.anchor_rows()" in src
+    for r in GA.anchor_rows():
+        assert f"{r['gflops']:g}" not in src, r        # typed figures would go stale
