@@ -107,9 +107,9 @@ SGEMM) on the gpu tier (default 4096).
 Sources: S. Boehm, "How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance" (2022):
 his kernels 1-3 and 5 are this ladder's steps (his 1-D blocktiling, kernel 4, is left out; his
 measured A6000 figures are in :mod:`kernellab.topics.gemm_anchors`; his 2-D blocktiling gives a
-thread a contiguous patch; here it
-is strided by 16, because with scalar loads a contiguous 4-wide patch makes a warp's reads of
-the B tile a 2-way bank conflict: lanes tx and tx + 8 hit words 32 apart); NVIDIA, CUDA C++
+thread a contiguous patch; here it is strided by 16, because with scalar loads a contiguous
+4-wide patch makes a warp's reads of the B tile a 2-way bank conflict: lanes tx and tx + 8 hit
+words 32 apart); NVIDIA, CUDA C++
 Best Practices Guide, "Coalesced Access to Global Memory" and "Shared Memory and Memory Banks";
 V. Volkov and J. Demmel, "Benchmarking GPUs to tune dense linear algebra", SC 2008 (register
 blocking on GPUs).
