@@ -6,7 +6,8 @@ option), copies numpy arguments to the device and back, wraps them, runs the blo
 another (:func:`kernellab.sim.scheduler._run_block`) with CUDA's ``math``
 (:mod:`kernellab.sim.gpumath`), re-runs in mode 2 or 3 to name the lines of a hazard, and
 returns :class:`LaunchStats`. :func:`install` routes ``FakeCUDAKernel.__call__`` through it
-(record arrays, ``extensions`` and ``executor="stock"`` keep the stock simulator).
+(record arrays, ``extensions`` and ``executor="stock"`` keep the stock simulator) and gives
+the simulator's ``cuda.jit`` the GPU's ``launch_bounds`` (:func:`normalize_launch_bounds`).
 """
 
 from __future__ import annotations
@@ -69,6 +70,24 @@ def check_launch_config(grid, block, dynshared_size=0):
         raise LaunchConfigError(f"empty launch: grid {tuple(grid)}, block {tuple(block)}")
 
 
+def normalize_launch_bounds(launch_bounds):
+    """``launch_bounds`` of ``@cuda.jit`` as numba-cuda 0.30.4 takes it (an int, or a tuple of
+    1 to 3: most threads a block, fewest blocks an SM should hold, most blocks a cluster;
+    NVVM's ``maxntidx``, ``minctasm``, ``cluster_max_blocks``; CUDA C++ Programming Guide,
+    "Launch Bounds") as a tuple of ints, or None. Raises ValueError in plain words."""
+    if launch_bounds is None:
+        return None
+    lb = (launch_bounds,) if isinstance(launch_bounds, int) else launch_bounds
+    if not (isinstance(lb, (tuple, list)) and 1 <= len(lb) <= 3
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in lb)):
+        raise ValueError(f"launch_bounds must be a positive int or a tuple of 1 to 3 positive "
+                         f"ints (max threads a block, min blocks an SM, max blocks a cluster), "
+                         f"got {launch_bounds!r}")
+    if lb[0] > MAX_THREADS:
+        raise ValueError(f"launch_bounds: at most {MAX_THREADS} threads a block, got {lb[0]}")
+    return tuple(lb)
+
+
 def launch(kernel, args):
     """Run one launch of simulator kernel ``kernel`` (its grid/block already configured).
 
@@ -109,6 +128,12 @@ def _launch_once(kernel, args):
     grid, block = normalize_kernel_dimensions(kernel.grid_dim, kernel.block_dim)
     grid, block = tuple(grid), tuple(block)
     check_launch_config(grid, block, kernel.dynshared_size or 0)
+    bounds = getattr(kernel, "launch_bounds", None)
+    if bounds and block[0] * block[1] * block[2] > bounds[0]:
+        raise LaunchConfigError(
+            f"block {tuple(block)} has {block[0] * block[1] * block[2]} threads but the kernel "
+            f"was compiled with launch_bounds of at most {bounds[0]} threads a block: a GPU "
+            "refuses the launch")
     fn = kernel.fn
     name = getattr(fn, "__name__", "kernel")
     depot = None
@@ -443,6 +468,9 @@ def install():
         launch(self, args)
 
     _simkernel.FakeCUDAKernel.__call__ = __call__
+    import numba.cuda as _cuda
+    if not getattr(_cuda.jit, "_kernellab", False):
+        _cuda.jit = _jit_with_launch_bounds(_cuda.jit)
     # warp intrinsics reachable as attributes of the simulator's top-level ``cuda`` module
     # too (host code that checks hasattr), raising a clear error outside a kernel
     import numba.cuda as _cuda
@@ -452,6 +480,32 @@ def install():
                "activemask", "lanemask_lt", "dp4a"):
         if not hasattr(_cuda, nm):
             setattr(_cuda, nm, _outside_kernel(nm))
+
+
+def _jit_with_launch_bounds(stock_jit):
+    """numba-cuda's simulator ``jit`` with the GPU's ``launch_bounds`` argument, which the
+    stock simulator lacks: the kernel keeps it (``kernel.launch_bounds``), the GPU compile
+    passes it to ``compile_ptx`` (so ptxas's registers follow it) and a launch of more threads
+    a block than it allows fails as on a GPU."""
+
+    @functools.wraps(stock_jit)
+    def jit(func_or_sig=None, *args, launch_bounds=None, **kwargs):
+        bounds = normalize_launch_bounds(launch_bounds)
+        out = stock_jit(func_or_sig, *args, **kwargs)
+        if bounds is None:
+            return out
+        if isinstance(out, _simkernel.FakeCUDAKernel):
+            out.launch_bounds = bounds
+            return out
+
+        def decorate(fn):
+            kernel = out(fn)
+            kernel.launch_bounds = bounds
+            return kernel
+        return decorate
+
+    jit._kernellab = True
+    return jit
 
 
 def _has_records(args):

@@ -60,7 +60,9 @@ What each counter costs:
   and L2 (CUDA C++ Programming Guide, "Device Memory Accesses", "Local Memory") [verified,
   via NVIDIA's Nsight documentation of the same text]. The engine reports one thread's frame,
   ``local_frame_bytes`` (F: the PTX ``__local_depot``, so arrays NVVM promoted to registers
-  cost nothing), and ``local_touched_bytes`` (T: the bytes the threads stored to it). The
+  cost nothing; ptxas's stack frame adds its register spill slots, which F leaves out: see
+  "What the model ignores"), and ``local_touched_bytes`` (T: the bytes the threads stored to
+  it). The
   frames of the threads resident on one SM, ``W = F x resident threads``, compete for the L1
   left beside the shared-memory carveout, ``C = l1_shared_bytes_per_sm - carveout``. The
   share of the frames that does not fit, ``miss = max(0, 1 - C / W)`` (an ideal cache; LRU on
@@ -107,7 +109,9 @@ What the model ignores
 ignored                            consequence
 =================================  ==========================================================
 latency and latency hiding         no occupancy effect: 1 warp/SM and 64 warps/SM get the same
-(occupancy, ILP, Little's law)     throughput; few blocks are charged only through ``f``
+(occupancy, ILP, Little's law)     throughput; few blocks are charged only through ``f``.
+                                   Occupancy is reported, not charged
+                                   (:func:`kernellab.sim.resources.resource_table`)
 L1 hits; L2/L1 capacity; hit       every requested sector costs L2 bandwidth, even when a real
 rates beyond compulsory traffic    L1 would hit; DRAM sees each sector once, even if L2 would
                                    have evicted it
@@ -117,10 +121,18 @@ instruction issue, integer and     index arithmetic, loop overhead, predication 
 address arithmetic, SFU ops        cost nothing; only ``flops`` (if given) is compute
 shuffles, votes, warp syncs,       counted by the engine, but not modelled (cost 0)
 atomics
-register pressure and spills       ptxas spills and register-limited occupancy are not
-                                   seen (the local frame is PTX's); local accesses are
-                                   charged by footprint (stored bytes x 2), not counted one
-                                   by one
+register pressure and spills       F is the PTX depot, not ptxas's stack frame: spill slots
+                                   are not in the working set and spill traffic is not
+                                   charged (ptxas gives a spill's static bytes, not how often
+                                   it runs), so a spilling kernel is modelled faster than it
+                                   runs; ``LaunchStats.resources`` shows registers, stack
+                                   frame and spills. Where nothing spills the two frames are
+                                   equal: the course's FlashAttention kernel at the lab's
+                                   d <= 64 has F = ptxas's 4 Bc bytes (its scores; tests:
+                                   test_sim_resources). Taking ptxas's frame would run
+                                   ptxas at every launch.
+                                   Local accesses are charged by footprint (stored bytes x
+                                   2), not counted one by one
 tensor cores, FP16/FP64 rates      one FP32 (non-tensor) peak for all ``flops``
 clocks and throttling              boost clock always; no power or thermal limits
 tail effects and waves             ``blocks`` > SMs is treated as perfectly balanced, unless
@@ -169,6 +181,10 @@ Per-SM figures, all profiles:
   C++ Programming Guide, "Shared Memory", compute capability 5.x and later) [memory]. An SM's
   L1 also returns about 128 B/clk, measured by te42kyfo/gpu-benches, README "gpu-cache"
   [secondary].
+* ``registers_per_sm`` is 65536 (64 K 32-bit registers, also the most one block may use)
+  and ``max_registers_per_thread`` 255 (CUDA C++ Programming Guide, "Technical
+  Specifications per Compute Capability", cc 8.0 and 9.0) [memory];
+  :mod:`kernellab.sim.resources` turns them into occupancy.
 * ``max_threads_per_sm`` is 2048 and ``max_blocks_per_sm`` 32. ``max_shared_per_sm`` is
   164 KiB (cc 8.0) or 228 KiB (cc 9.0) (CUDA C++ Programming Guide, "Compute Capabilities"
   table [memory]; A100 ``deviceQuery`` prints 167936 bytes [secondary]). The local-memory

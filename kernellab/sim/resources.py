@@ -28,23 +28,25 @@ Sources
 
 The formula (:func:`occupancy`), for ``W = ceil(threads / 32)`` warps a block::
 
-    by registers:  floor(floor(65536 / 4 / ceil(32 R / 256) x 256) x 4 / W)   (0 if R > 255 or
-                   the block's registers exceed the 65536 a block may use)
-    by shared:     floor(shared per SM / ceil((static + dynamic + 1024) / 128) x 128)
+    by registers:  floor(floor(65536 / 4 / (ceil(32 R / 256) x 256)) x 4 / W)   (0 if R > 255)
+    by shared:     floor(shared per SM / (ceil((static + dynamic + 1024) / 128) x 128))
+                   (0 above 48 KiB + 1 KB a block: the opt-in is not exposed by numba-cuda)
     by threads:    floor(64 / W)
     by blocks:     32
     blocks/SM = min of the four; occupancy = blocks x W / 64
 
-Shared memory per SM is the largest carveout (a kernel's preference is the driver's choice;
-the occupancy API assumes the carveout that fits). Not modelled: the L1/shared carveout a real
-launch gets when it asks for less, registers the driver adds for a debug build, and dynamic
-shared memory beyond 48 KiB (an opt-in numba-cuda does not expose).
+Shared memory per SM is the largest carveout, as ``cuda_occupancy.h`` takes it for a kernel
+that states no carveout preference. A warp's registers come from one sub-partition, so the
+hardware's per-block check (the block's warps rounded up to a multiple of 4) is implied by the
+register limit. Not modelled: a carveout preference, registers a debug build adds.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+
+from kernellab.sim.settings import MAX_STATIC_SHARED
 
 __all__ = [
     "KernelResources", "Occupancy", "occupancy", "resource_table", "gpu_resources",
@@ -200,7 +202,10 @@ def occupancy(res: KernelResources, threads_per_block: int, dynamic_shared_bytes
             per_part = (lim.registers_per_sm // SUB_PARTITIONS) // per_warp
             limits["registers"] = per_part * SUB_PARTITIONS // warps
     per_block = _round_up(smem + RESERVED_SHARED_PER_BLOCK, SHARED_ALLOCATION_UNIT)
-    limits["shared memory"] = lim.max_shared_per_sm // per_block
+    if per_block > MAX_STATIC_SHARED + RESERVED_SHARED_PER_BLOCK:    # no opt-in: 48 KiB
+        limits["shared memory"] = 0
+    else:
+        limits["shared memory"] = lim.max_shared_per_sm // per_block
     blocks = min(limits.values())
     limiter = next(k for k in LIMITERS if limits[k] == blocks)
     return Occupancy(blocks_per_sm=blocks, warps_per_sm=blocks * warps,
@@ -241,10 +246,12 @@ def gpu_resources(kernel, signature=None) -> KernelResources:
                            cc=cc, source="numba dispatcher (GPU)")
 
 
-def _rows(launches) -> list:
+def _rows(launches, cc) -> list:
     """(name, threads per block, dynamic shared bytes, KernelResources | None, note) of each
-    item: a ``LaunchStats`` (sim tier), or on a GPU a ``(kernel, threads_per_block)`` or
-    ``(kernel, threads_per_block, dynamic_shared_bytes)`` tuple."""
+    item, for compute capability ``cc``: a ``LaunchStats`` (sim tier: ptxas for ``cc`` on the
+    launch's PTX), or on a GPU a ``(kernel, threads_per_block)`` or ``(kernel,
+    threads_per_block, dynamic_shared_bytes)`` tuple (the dispatcher's figures, for the GPU's
+    own compute capability)."""
     if hasattr(launches, "launches"):           # a Capture
         launches = launches.launches
     if hasattr(launches, "counters") or (isinstance(launches, tuple)
@@ -258,7 +265,10 @@ def _rows(launches) -> list:
     for item in launches:
         if hasattr(item, "counters"):
             bx, by, bz = item.block
-            res, note = item.resources, item.resources_note
+            if hasattr(item, "resources_for"):
+                res, note = item.resources_for(cc)
+            else:
+                res, note = item.resources, item.resources_note
             rows.append((item.name, bx * by * bz,
                          int(getattr(item, "dynamic_shared_bytes", 0) or 0), res, note))
         elif isinstance(item, tuple) and len(item) in (2, 3):
@@ -268,8 +278,11 @@ def _rows(launches) -> list:
                 or getattr(kernel, "__name__", "kernel")
             try:
                 res, note = gpu_resources(kernel), ""
-            except (ValueError, AttributeError, TypeError) as exc:
+            except (ValueError, AttributeError, TypeError, KeyError) as exc:
                 res, note = None, str(exc)
+            if res is not None and tuple(res.cc) != tuple(cc):
+                note = (f"registers from the GPU (compute capability {res.cc[0]}.{res.cc[1]}); "
+                        f"blocks/SM for {cc[0]}.{cc[1]} as asked")
             rows.append((name, tpb, dyn, res, note))
         else:
             raise TypeError(f"cannot read resources from a {type(item).__name__}: give "
@@ -286,26 +299,27 @@ def resource_table(launches_or_capture, cc=(8, 0)) -> str:
     memory): kernel, threads/block, registers/thread, local frame B (ptxas's stack frame),
     spill st/ld B, shared B/block (static + dynamic), blocks/SM, occupancy % and limiter on
     compute capability ``cc`` (:func:`occupancy`). Takes a sim-tier ``Capture`` or
-    ``LaunchStats`` (their :attr:`resources`, ptxas for sm_80; for another ``cc`` ptxas runs
-    again on the same PTX for that cc) or, on a GPU, ``(kernel, threads_per_block[,
-    dynamic_shared_bytes])`` tuples of launched kernels. A kernel whose resources are unknown
-    gets a row that says why."""
+    ``LaunchStats`` (ptxas for ``cc`` on each launch's PTX, which is compiled for sm_80) or,
+    on a GPU, ``(kernel, threads_per_block[, dynamic_shared_bytes])`` tuples of launched
+    kernels (numba's dispatcher: the GPU's own registers; blocks/SM for ``cc``). A kernel whose
+    resources are unknown gets a row of "?" and a line that says why. Raises ValueError for an
+    unknown ``cc``, TypeError for something that holds no launches."""
     want = tuple(int(x) for x in cc)
     _sm_limits(want)
     rows, seen, notes, sources = [], set(), [], []
-    for name, tpb, dyn, res, note in _rows(launches_or_capture):
-        key = (name, tpb, dyn)
+    for name, tpb, dyn, res, note in _rows(launches_or_capture, want):
+        key = (name, tpb, dyn, res)
         if key in seen:
             continue
         seen.add(key)
-        if res is not None and tuple(res.cc) != want:
-            res, note = _for_cc(launches_or_capture, name, want, res, note)
         if res is None:
             rows.append((name, str(tpb), "?", "?", "?", "?", "?", "?", "unknown"))
             notes.append(f"{name}: {note or 'resources unknown'}")
             continue
         if res.source not in sources:
             sources.append(res.source)
+        if res.source == "numba dispatcher (GPU)" and note:
+            notes.append(f"{name}: {note}")
         occ = occupancy(res, tpb, dyn, want)
         rows.append((name, str(tpb), str(res.registers), str(res.stack_frame_bytes),
                      f"{res.spill_store_bytes}/{res.spill_load_bytes}",
@@ -322,17 +336,3 @@ def resource_table(launches_or_capture, cc=(8, 0)) -> str:
                  f"{', '.join(sources) or 'nowhere'})")
     lines += notes
     return "\n".join(lines)
-
-
-def _for_cc(launches, name, cc, res, note):
-    """The resources of kernel ``name`` of the launches for compute capability ``cc``: ptxas
-    again on its PTX (sim tier); a GPU's are its device's, so other cc's are unknown."""
-    if hasattr(launches, "launches"):
-        launches = launches.launches
-    if hasattr(launches, "counters"):
-        launches = [launches]
-    for item in launches:
-        if getattr(item, "name", None) == name and hasattr(item, "resources_for"):
-            return item.resources_for(cc)
-    return None, (f"resources are for compute capability {res.cc[0]}.{res.cc[1]}, not "
-                  f"{cc[0]}.{cc[1]} (a GPU reports its own)")

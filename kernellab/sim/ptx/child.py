@@ -5,7 +5,8 @@ real mode before anything else and never imports ``kernellab`` (numba-cuda docum
 "Compilation": ``numba.cuda.compile_ptx(pyfunc, sig, ..., cc=None)`` compiles to PTX without a
 GPU, given the NVVM library). Requests and replies are length-prefixed (8-byte big-endian)
 pickles over stdin/stdout: ``hello`` (answers the versions, or why it cannot compile),
-``compile`` (``fn`` and ``sig`` pickled, ``cc``, ``device``, ``fastmath``, ``lineinfo``;
+``compile`` (``fn`` and ``sig`` pickled, ``cc``, ``device``, ``fastmath``, ``lineinfo``,
+``launch_bounds`` if any;
 answers the PTX or the compiler's error with the user's source location), ``resources``
 (``ptx``, ``cc``, ``module``: ptxas run on the PTX through nvJitLink -- the module named,
 ``cuda.bindings.nvjitlink`` -- with ``-verbose``; answers its log, or why it could not run;
@@ -127,6 +128,8 @@ def _compile(msg):
         kw["fastmath"] = msg["fastmath"]
     if msg["lineinfo"]:
         kw["lineinfo"] = True
+    if msg.get("launch_bounds"):
+        kw["launch_bounds"] = tuple(msg["launch_bounds"])
     t0 = time.perf_counter()
     try:
         ptx, _restype = cuda.compile_ptx(fn, sig, **kw)

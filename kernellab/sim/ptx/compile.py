@@ -59,7 +59,8 @@ def compile_kernel(kernel, args, cc=DEFAULT_CC, *, lineinfo: bool = False,
     """Compile a kernel for a GPU (PTX) as it would be launched with ``args``.
 
     ``kernel``: a simulator ``@cuda.jit`` object (``FakeCUDAKernel``; its ``.fn`` is compiled,
-    with its ``fastmath``; ``device=True`` ones as device functions) or a plain Python function.
+    with its ``fastmath`` and ``launch_bounds``; ``device=True`` ones as device functions) or a
+    plain Python function.
     ``args``: the launch arguments (see :func:`signature_of`; numba types are accepted as is).
     ``cc``: compute capability ``(major, minor)``, default :data:`DEFAULT_CC` (sm_80).
     ``lineinfo``: ask for ``.loc`` line directives in the PTX. ``use_cache``: consult and fill
@@ -78,6 +79,9 @@ def compile_kernel(kernel, args, cc=DEFAULT_CC, *, lineinfo: bool = False,
     sig_text = "(" + ", ".join(str(t) for t in sig) + ("," if len(sig) == 1 else "") + ")"
     fn_bytes = _dumps_function(fn)
     options = {"cc": cc, "device": device, "fastmath": fastmath, "lineinfo": bool(lineinfo)}
+    bounds = getattr(kernel, "launch_bounds", None)
+    if bounds:      # @cuda.jit(launch_bounds=...) (kernellab.sim.launch); absent: keys as before
+        options["launch_bounds"] = tuple(int(v) for v in bounds)
     h = hashlib.sha256(fn_bytes)
     h.update(repr((sig_text, sorted(options.items(), key=lambda kv: kv[0]))).encode())
     key = h.hexdigest()

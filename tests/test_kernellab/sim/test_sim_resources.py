@@ -101,6 +101,10 @@ def test_a_block_that_cannot_launch_gets_zero():
     occ = occupancy(_res(65), 1024)
     assert (occ.blocks_per_sm, occ.fraction, occ.limiter) == (0, 0.0, "registers")
     assert occupancy(_res(32, 200 * 1024), 32).blocks_per_sm == 0
+    # 48 KiB is the most a block may have without an opt-in; 1 byte more cannot launch
+    assert occupancy(_res(32, 48 * 1024), 32).blocks_per_sm == 3
+    assert occupancy(_res(32, 48 * 1024), 32, dynamic_shared_bytes=1).limiter == "shared memory"
+    assert occupancy(_res(32, 48 * 1024), 32, dynamic_shared_bytes=1).blocks_per_sm == 0
 
 
 def test_occupancy_rejects_bad_input():
@@ -190,7 +194,7 @@ def _flash(d, dtype, N=None):
     from kernellab.kernels import attention_cuda as A
 
     Br, Bc = A.flash_block_sizes(d, dtype)
-    N = Br if N is None else N
+    N = 8 if N is None else N       # a partial block: the same kernel, fewer live rows
     rng = np.random.default_rng(0)
     Q = rng.standard_normal((1, 1, N, d)).astype(dtype)
     O = np.zeros_like(Q)
@@ -200,21 +204,30 @@ def _flash(d, dtype, N=None):
     return stats, Br, Bc, cap
 
 
+def _lab_configs():
+    from grader.labs.flash_attention.spec import DTYPES, HEAD_DIMS
+
+    return [(d, dt) for d in HEAD_DIMS for dt in DTYPES]
+
+
 @needs_ptx
 @needs_sim
-def test_flash_attention_scores_are_a_local_frame_of_4_bc_bytes():
+@pytest.mark.parametrize("d, dtype", _lab_configs())
+def test_flash_attention_scores_are_a_local_frame_of_4_bc_bytes(d, dtype):
     # the per-thread score array sc[Bc] (float32) is indexed with a runtime bound: it lives in
-    # local memory, a stack frame of exactly 4 Bc bytes, with no spill, at float32 d = 64
-    stats, Br, Bc, cap = _flash(64, np.float32)
+    # local memory, a stack frame of exactly 4 Bc bytes, with no spill, at every head
+    # dimension and dtype of the lab
+    stats, Br, Bc, cap = _flash(d, np.dtype(dtype))
     res = stats.resources
     assert res is not None, stats.resources_note
     assert res.stack_frame_bytes == 4 * Bc
     assert (res.spill_store_bytes, res.spill_load_bytes) == (0, 0)
     assert 1 <= res.registers <= 255 and res.source == "ptxas via nvJitLink -verbose"
     from kernellab.kernels.attention_cuda import flash_shared_bytes
-    assert res.shared_static_bytes == flash_shared_bytes(Br, Bc, 64, np.float32)
-    # the model's local frame (the PTX depot) is the same frame
-    assert stats.counters["local_frame_bytes"] == 4 * Bc
+    assert res.shared_static_bytes == flash_shared_bytes(Br, Bc, d, dtype)
+    # the model's local frame (the PTX depot) is the same frame: the model charges the
+    # course's kernel for the local memory ptxas gives it, no more, no less
+    assert stats.counters["local_frame_bytes"] == res.stack_frame_bytes
     assert "ptxas" in stats.resources_note
     table = resource_table(cap)
     assert "flash2_fwd" in table and f" {4 * Bc} " in table
@@ -336,3 +349,92 @@ def test_ptxas_past_its_time_limit_gives_none_and_the_next_compile_works(monkeyp
     monkeypatch.undo()
     res, note = ptx.kernel_resources(compiled, use_cache=False)
     assert res is not None and res.registers >= 1, note
+
+
+def _bounded(launch_bounds):
+    @cuda.jit(launch_bounds=launch_bounds)
+    def bounded(x, out, n):
+        acc = cuda.local.array(64, float32)
+        i = cuda.grid(1)
+        for t in range(64):
+            acc[t] = x[(i + t) % x.size]
+        s = float32(0.0)
+        for r in range(n):
+            for t in range(64):
+                s += acc[t] * acc[(t + r) % 64]
+        out[i] = s
+    return bounded
+
+
+@needs_ptx
+@needs_sim
+def test_launch_bounds_reach_ptxas_and_the_launch_check():
+    from kernellab import sim
+    from kernellab.sim.errors import LaunchConfigError
+
+    x = np.ones(256, np.float32)
+    out = np.zeros(256, np.float32)
+    kernel = _bounded((256, 4))                  # 256 threads, at least 4 blocks an SM
+    assert kernel.launch_bounds == (256, 4)
+    with sim.capture() as cap:
+        kernel[1, 256](x, out, 2)
+    assert (out == 128).all()
+    (stats,) = cap.launches
+    res = stats.resources
+    assert res is not None, stats.resources_note
+    # minctasm 4 at 256 threads: 4 blocks' registers must fit the 64 K register file
+    assert res.registers <= 65536 // (256 * 4)
+    assert occupancy(res, 256).blocks_per_sm >= 4
+    with pytest.raises(LaunchConfigError, match="launch_bounds of at most 256"):
+        kernel[1, 512](x, np.zeros(512, np.float32), 1)
+    with pytest.raises(ValueError, match="launch_bounds must be"):
+        _bounded((256, 0))
+    with pytest.raises(ValueError, match="at most 1024"):
+        _bounded(2048)
+
+
+class _Dispatcher:
+    """Stands in for numba-cuda's GPU Dispatcher (its ``overloads`` keyed by argument types and
+    its ``get_*(signature)`` methods reading ``signature.args``): the GPU path's glue, which
+    this machine cannot run for real."""
+
+    def __init__(self, figures):
+        self.overloads = {args: None for args in figures}
+        self._figures = figures
+
+        def gpu_kernel():
+            pass
+        self.py_func = gpu_kernel
+
+    def _get(self, signature, i):
+        return self._figures[signature.args][i]
+
+    def get_regs_per_thread(self, signature=None):
+        return self._get(signature, 0)
+
+    def get_local_mem_per_thread(self, signature=None):
+        return self._get(signature, 1)
+
+    def get_shared_mem_per_block(self, signature=None):
+        return self._get(signature, 2)
+
+
+def test_gpu_rows_read_numba_dispatcher():
+    from kernellab.sim.resources import gpu_resources
+
+    one = _Dispatcher({("float32[::1]",): (64, 16, 2048)})
+    res = gpu_resources(one)
+    assert (res.registers, res.stack_frame_bytes, res.shared_static_bytes, res.source) == \
+        (64, 16, 2048, "numba dispatcher (GPU)")
+    row = next(line for line in resource_table([(one, 256)]).splitlines()
+               if line.startswith("gpu_kernel"))
+    expect = occupancy(res, 256)
+    assert row.split()[1:4] == ["256", "64", "16"]
+    assert row.split()[6] == str(expect.blocks_per_sm)
+    two = _Dispatcher({("a",): (32, 0, 0), ("b",): (40, 0, 0)})
+    with pytest.raises(ValueError, match="2 compiled overloads"):
+        gpu_resources(two)
+    table = resource_table([(two, 128)])
+    assert "unknown" in table and "2 compiled overloads" in table
+    with pytest.raises(TypeError, match="resource_table takes"):
+        resource_table(3)
