@@ -43,9 +43,12 @@ Versions (Harris's kernel numbers in brackets)::
        strided index         adds sdata[index+s] into sdata[index] if index < 256. The active
                              threads are now the first 256/(2s): whole warps are active or idle
                              (no divergence until fewer than 32 remain), but the lanes of a warp
-                             touch words 2s apart: a 2-way bank conflict at s = 1, 4-way at
-                             s = 2, 8-way at s = 4 ... 16 (the same wavefronts as v1: v2 saves
-                             instructions, not shared-memory bandwidth).
+                             touch words 2s apart: w = min(32, 128/s) working lanes on
+                             32/gcd(2s, 32) banks, a w gcd(2s, 32)/32-way bank conflict: 2, 4,
+                             8, 8, 8, 4, 2, 1 at s = 1 ... 128 (:func:`v2_conflict_degrees`; the
+                             same wavefronts as v1: v2 saves instructions, not shared-memory
+                             bandwidth). Idle warps skip the body, not the loop: every warp
+                             still runs the loop control and waits at all 9 barriers.
     v3 sequential        [3] stride s = 128, 64 ... 1 and thread tid < s adds sdata[tid+s] into
        addressing            sdata[tid]: the active threads are contiguous (no divergence until
                              s < 32) and so are the words a warp touches (conflict-free, one
@@ -80,7 +83,10 @@ Versions (Harris's kernel numbers in brackets)::
 
 Harris's kernel 6 (the loops completely unrolled, the block size a C++ template parameter) has
 no version of its own here: ``BLOCK`` is a compile-time constant in every kernel, so NVVM can
-unroll the tree loops of every version already.
+unroll the tree loops of every version already. Harris's deck has no shuffles and no atomics
+(both came later: warp shuffles with Kepler, compute capability 3.0): v5's shuffles and all of
+v7 are this course's own steps, after Luitjens (2014). :data:`HARRIS_G80` holds his measured
+table, to set beside the modelled figures.
 
 Why v5 uses shuffles and not Harris's kernel 5. Harris unrolled the last warp as
 ``if (tid < 32) { sdata[tid] += sdata[tid + 32]; sdata[tid] += sdata[tid + 16]; ... }`` with a
@@ -181,8 +187,12 @@ neither instructions nor (here) the wavefronts, which sit under the barrier comp
 150 wavefronts a block, v3 45, against 180 barrier cycles). v4 halves the barriers per element
 and reaches the DRAM roof; v5-v7 stay on it, with ever smaller barrier, shared and tail-pass
 components (v7 has no second pass). So: v1 = v2 = v3 > v4 > v5 >= v6 >= v7, which the tests
-assert. Harris's G80 measurements (his 2007 deck's table) fall at every step, 30x in all, because
-a real GPU also pays for instructions, latency and occupancy, which the model ignores.
+assert. The sync component is an assumption (``barrier_cycles`` = 20 per barrier per block,
+charged to the SM's clock as if a barrier stopped the whole SM, where a real SM runs its other
+resident blocks meanwhile), and the model charges no instructions, latency or occupancy: it is
+kind to v1-v3, which it puts at about half the DRAM roof. Harris's G80 measurements
+(:data:`HARRIS_G80`) fall at every step, 30x in all, from 2.4% of the G80's bandwidth for
+kernel 1.
 
 The rest of the module: :data:`LADDER` (name -> launch function) and :data:`KERNELS` (name ->
 raw kernel), :func:`launch_config` and :func:`launch_plan` (the launches), :func:`addition_depth`
@@ -216,7 +226,9 @@ __all__ = ["reduce_v1", "reduce_v2", "reduce_v3", "reduce_v4", "reduce_v5", "red
            "reduce_v7", "LADDER", "KERNELS", "launch_config", "launch_plan", "expected_counters",
            "addition_depth", "error_bound", "ladder_metrics", "metrics_table", "plot_ladder",
            "measure_gpu", "copy_kernel", "zero_kernel", "VERSIONS", "PREDICTED_KEYS", "BLOCK",
-           "ITEMS", "MAX_GRID", "FULL_MASK", "ladder_case", "gpu_baselines", "main"]
+           "ITEMS", "MAX_GRID", "FULL_MASK", "ladder_case", "gpu_baselines", "main",
+           "HARRIS_G80", "HARRIS_G80_PEAK_BYTES_PER_S", "HARRIS_N", "HARRIS_KERNEL",
+           "v2_conflict_degrees"]
 
 #: Threads per block, every version (8 warps).
 BLOCK = 256
@@ -225,6 +237,21 @@ ITEMS = 16
 #: v6/v7: the grid never exceeds MAX_GRID blocks (8 blocks of 256 threads per SM is full
 #: occupancy: 864 resident blocks on an A100, 1056 on an H100/H200).
 MAX_GRID = 1024
+#: M. Harris, "Optimizing Parallel Reduction in CUDA" (NVIDIA, 2007), the table of measured
+#: results: kernel -> (seconds, bytes per second) for 2^22 32-bit integers on a GeForce 8800
+#: GTX (G80). Published anchors, quoted, not re-measured here (kernel 6: complete unrolling,
+#: which this ladder drops; his kernel 5 unrolls the last warp, warp-synchronously).
+HARRIS_G80 = {1: (8.054e-3, 2.083e9), 2: (3.456e-3, 4.854e9), 3: (1.722e-3, 9.741e9),
+              4: (0.965e-3, 17.377e9), 5: (0.536e-3, 31.289e9), 6: (0.381e-3, 43.996e9),
+              7: (0.268e-3, 62.671e9)}
+#: The G80's peak DRAM bandwidth his deck measures against, bytes/s (384-bit, 900 MHz DDR).
+HARRIS_G80_PEAK_BYTES_PER_S = 86.4e9
+#: The number of elements of his table.
+HARRIS_N = 1 << 22
+#: version -> the Harris kernel it redoes (None: the course's own step).
+HARRIS_KERNEL = {"v1_interleaved_divergent": 1, "v2_interleaved_strided": 2, "v3_sequential": 3,
+                 "v4_first_add_on_load": 4, "v5_warp_shuffle": 5, "v6_grid_stride": 7,
+                 "v7_block_shuffle_atomic": None}
 #: All 32 lanes of a warp, the mask of every shuffle here.
 FULL_MASK = 0xFFFFFFFF
 _WARPS = BLOCK // 32
@@ -276,7 +303,9 @@ def reduce_v2_kernel(x, partial):
     while s < BLOCK:
         index = 2 * s * tid                # the first BLOCK/(2s) threads work: whole warps
         if index < BLOCK:
-            sdata[index] += sdata[index + s]   # lanes 2s words apart: (2s mod 32)-way conflicts
+            # lanes 2s words apart: min(32, 128/s) lanes on 32/gcd(2s, 32) banks, a
+            # 2, 4, 8, 8, 8, 4, 2, 1-way conflict at s = 1 ... 128 (v2_conflict_degrees)
+            sdata[index] += sdata[index + s]
         cuda.syncthreads()
         s *= 2
     if tid == 0:
@@ -653,6 +682,20 @@ def _per_block(name):
 #: Every counter :func:`expected_counters` predicts: all of the sim tier's counters
 #: (:mod:`kernellab.sim.counters`, importable without the simulator's engine).
 PREDICTED_KEYS = COUNTER_KEYS
+
+
+def v2_conflict_degrees() -> dict:
+    """{s: bank-conflict degree} of v2's tree reads at each stride s = 1, 2, ... 128: its
+    ``w = min(32, BLOCK / (2 s))`` working lanes read words ``2 s k`` (and ``2 s k + s``), which
+    fall on ``32 / gcd(2 s, 32)`` banks, ``w gcd(2 s, 32) / 32`` distinct words in each (CUDA C++
+    Programming Guide, "Shared Memory", compute capability 5.x and later: 32 banks of 4 bytes)."""
+    out = {}
+    s = 1
+    while s < BLOCK:
+        w = min(32, BLOCK // (2 * s))
+        out[s] = max(1, w * math.gcd(2 * s, 32) // 32)
+        s *= 2
+    return out
 
 
 def expected_counters(version, n: int) -> dict:
