@@ -40,10 +40,16 @@ Versions::
                      launch. Grid (T_r = ceil(N / Br), B*H): one thread block per (b, h, block
                      of Br query rows), one thread per query row (the limit of FA2's "split-Q":
                      no thread needs another's softmax statistics). The block stages its Q tile
-                     in shared memory (coalesced), each thread copies its row to registers
-                     (``cuda.local``), then for every K/V block j of Bc rows: all threads stage
-                     K_j and V_j in shared memory (coalesced), barrier, each thread computes its
-                     Bc scores s = scale q.k (k broadcast from shared memory), the tile's row
+                     in shared memory (coalesced), each thread copies its row to ``q`` and
+                     zeroes ``o`` (``cuda.local`` arrays indexed only by the unrolled t loop:
+                     registers while they fit; at d = 128 they exceed the 255 registers a thread
+                     may have and ptxas spills), then for every K/V block j of Bc rows: all
+                     threads stage K_j and V_j in shared memory (coalesced), barrier, each
+                     thread computes its Bc scores s = scale q.k (k broadcast from shared
+                     memory) into ``sc``, a ``cuda.local`` array indexed with the runtime bound
+                     jn: *local memory*, a 4 Bc-byte stack frame per thread in device memory,
+                     cached in L1/L2 (ptxas's report; CUDA C++ Programming Guide, "Device Memory
+                     Accesses", "Local Memory"), the tile's row
                      max, m_new = max(m, rowmax), rescales its unnormalised accumulator o and
                      its running sum l by exp(m - m_new) once per tile, adds sum_j p_j v_j with
                      p_j = exp(s_j - m_new); barrier before the next tile overwrites K_j, V_j.
@@ -108,14 +114,19 @@ __all__ = [
     "flash_kernel", "attention_flops",
 ]
 
-#: Largest head dimension the kernels take (v2 keeps a thread's q and o rows in registers).
+#: Largest head dimension the kernels take (v2 keeps a thread's q and o rows in ``cuda.local``
+#: arrays: registers while 2 d floats fit, spilled by ptxas at d = 128).
 D_MAX = 128
 #: Tile edge of v1's GEMMs (16 x 16 threads per block, chapter 2's v3).
 TILE = 16
 _TILE_PAD = TILE + 1        # a compile-time constant for the padded shared tile
-#: Default shared-memory budget M of v2, bytes: the GPU's static limit per block.
+#: Default shared-memory budget M of v2, bytes: the static shared memory a block may declare
+#: (more needs dynamic shared memory and the cudaFuncSetAttribute opt-in
+#: cudaFuncAttributeMaxDynamicSharedMemorySize, CUDA C++ Programming Guide, "Shared Memory",
+#: which numba's static ``cuda.shared.array`` tiles cannot make: so Br = Bc = 32 at d = 128 fp16).
 DEFAULT_SMEM_BYTES = 48 * 1024
-#: Largest Br and Bc v2 picks by itself (Br threads a block; Bc scores in a thread's registers).
+#: Largest Br and Bc v2 picks by itself (Br threads a block; Bc scores in a thread's local frame,
+#: 4 Bc bytes: the score array is indexed with a runtime bound, so it cannot live in registers).
 MAX_BLOCK = 128
 
 _NEG_INF = -math.inf
@@ -305,9 +316,9 @@ def flash_kernel(Br: int, Bc: int, d: int, dtype):
         Qs = cuda.shared.array((BR, DQ), nbt)
         Ks = cuda.shared.array((BC, D), nbt)
         Vs = cuda.shared.array((BC, D), nbt)
-        q = cuda.local.array(D, float32)        # this thread's query row (registers)
-        o = cuda.local.array(D, float32)        # its unnormalised output row
-        sc = cuda.local.array(BC, float32)      # its scores for the current K block
+        q = cuda.local.array(D, float32)        # this thread's query row (registers: unrolled t)
+        o = cuda.local.array(D, float32)        # its unnormalised output row (idem)
+        sc = cuda.local.array(BC, float32)      # its scores: indexed j < jn, local memory
         H = Q.shape[1]
         N = Q.shape[2]
         b = cuda.blockIdx.y // H

@@ -31,9 +31,12 @@ and the same butterfly over the warp results; a second barrier before the slots 
 (without it a fast warp may overwrite a slot a slow warp has not read: a write-after-read race
 the sim tier reports).
 
-Modelled on the sim tier (:mod:`kernellab.sim.model`, perfect L2 within a launch): v2 moves
-4 N x itemsize bytes of DRAM per row in three launches, v1 and v3 two in one, so v3 is about 2x
-v2 when DRAM-bound: the grader's baseline for the ``softmax-cuda`` lab is v2.
+Modelled on the sim tier (:mod:`kernellab.sim.model`, perfect L2 within a launch, emptied
+between launches): v2 moves 4 N x itemsize bytes of DRAM per row in three launches, v1 and v3
+two in one, so v3 is about 2x v2 when DRAM-bound: the grader's baseline for the
+``softmax-cuda`` lab is v2. On a GPU that 2x needs an X larger than L2 (40 MB on an A100: NVIDIA
+A100 Tensor Core GPU Architecture whitepaper; 50 MB on H100/H200: NVIDIA H100 Tensor Core GPU
+Architecture whitepaper); a smaller X stays in L2 between v2's launches.
 """
 
 from __future__ import annotations
