@@ -178,9 +178,9 @@ def occupancy(res: KernelResources, threads_per_block: int, dynamic_shared_bytes
               cc=(8, 0)) -> Occupancy:
     """Blocks of a kernel with resources ``res`` one SM of compute capability ``cc`` holds,
     launched with ``threads_per_block`` threads and ``dynamic_shared_bytes`` of dynamic shared
-    memory (module docstring, the formula). A block the SM cannot hold at all (more registers
-    than a block may use, more shared memory than an SM has) gives 0 blocks, fraction 0:
-    a GPU refuses such a launch ("too many resources requested for launch").
+    memory (module docstring, the formula). A block the SM cannot hold at all (more than 255
+    registers a thread or 65536 a block, more than 48 KiB of shared memory) gives 0 blocks,
+    fraction 0: a GPU refuses such a launch ("too many resources requested for launch").
     Raises ValueError for threads_per_block outside 1..1024, negative sizes or an unknown cc."""
     lim = _sm_limits(cc)
     tpb = int(threads_per_block)
