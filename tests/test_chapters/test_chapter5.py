@@ -13,6 +13,10 @@ counters: tests/test_kernellab/kernels/test_attention_cuda_ladder.py).
   tiles'), and causal masking reads K and V (T + 1) / (2T) as often.
 * Section 2: bigger budgets, smaller d and narrower dtypes give bigger blocks.
 * Section 5: a kernel exactly as accurate as the baseline uses half of the rule's budget.
+* Section 2 (issue 18): v2's scores are a local frame of exactly 4 Bc bytes in ptxas's report
+  (and in the resource table the chapter prints), d = 128 spills, Lab 5's GPU shape is
+  register-limited, and the 48 KiB static shared-memory limit is what forces 32 x 32 tiles at
+  d = 128 in float16.
 * Section 6: the tiled backward with recomputation equals the materialised gradient in float64,
   which equals finite differences; on float16 inputs (float32 arithmetic) it meets the forward's
   rule, under half its budget; in float32 throughout the rule can be stricter than it.
@@ -39,6 +43,9 @@ from kernellab.topics import attention_io as AIO  # noqa: E402
 from kernellab import numerics  # noqa: E402
 from kernellab.kernels import attention_cuda as ac  # noqa: E402
 from reference_kernels.attention import attention_golden  # noqa: E402
+from kernellab import sim  # noqa: E402
+from kernellab.sim import ptx  # noqa: E402
+from kernellab.sim.resources import occupancy, resource_table  # noqa: E402
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "chapters" / "05_flash_attention.ipynb"
 STUDY_CALL = "attention_io.measure(attention_io.CHAPTER_NS, attention_io.CHAPTER_BLOCKS)"
@@ -355,3 +362,70 @@ def test_chapter_sizes_keep_the_simulator_cheap():
     assert AIO.CHAPTER_D <= smallest <= min(AIO.CHAPTER_NS) * AIO.CHAPTER_D
     for M in elements.values():                               # the M sweep's, at N_for_M
         assert AIO.CHAPTER_D <= M <= AIO.CHAPTER_N_FOR_M * AIO.CHAPTER_D
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 18: the scores live in local memory; registers, occupancy and the 48 KiB limit
+# ----------------------------------------------------------------------------------------------
+
+_ptx_ok, _ptx_why = ptx.ptx_available() if kernellab.TIER == "sim" else (False, "not sim")
+needs_ptxas = pytest.mark.skipif(not _ptx_ok, reason=f"no GPU compile here: {_ptx_why}")
+
+
+def _flash_resources(d, dtype, Br=None):
+    """(Br, Bc, KernelResources, resource_table text) of v2 launched at head dimension d."""
+    Q = np.random.default_rng(d).standard_normal((1, 1, 4, d)).astype(dtype)
+    with sim.capture() as cap:
+        ac.attention_v2(Q, Q, Q, np.empty_like(Q), Br=Br, Bc=Br)
+    (stats,) = cap.launches
+    assert stats.resources is not None, stats.resources_note
+    br, bc = (Br, Br) if Br else ac.flash_block_sizes(d, dtype)
+    assert stats.block == (br, 1, 1)
+    return br, bc, stats.resources, resource_table(cap)
+
+
+@sim_only
+@needs_ptxas
+@pytest.mark.parametrize("d, dtype, Br", [(16, np.float32, 16), (64, np.float16, None),
+                                          (128, np.float16, None)],
+                         ids=["section-2", "lab5-gpu-shape", "d128-fp16"])
+def test_flash_scores_are_a_local_frame_of_4_bc_bytes(d, dtype, Br):
+    """ptxas puts the score array ``sc`` (indexed with a runtime bound) in local memory: a
+    frame of exactly 4 Bc bytes while nothing spills, and the table the chapter prints shows it;
+    at d = 128 the registers reach 255 and ptxas spills on top of the frame."""
+    br, bc, res, table = _flash_resources(d, dtype, Br)
+    row = next(ln.split() for ln in table.splitlines()
+               if ln.startswith("flash2_fwd") and ln.split()[1] == str(br))
+    assert int(row[3]) == res.stack_frame_bytes
+    if d < ac.D_MAX:
+        assert (res.spill_store_bytes, res.spill_load_bytes) == (0, 0)
+        assert res.stack_frame_bytes == 4 * bc
+        assert res.registers < 255
+    else:
+        assert res.registers == 255 and res.spill_store_bytes > 0
+        assert res.stack_frame_bytes > 4 * bc             # the scores and the spill slots
+
+
+@sim_only
+@needs_ptxas
+def test_lab5_gpu_shape_is_register_limited():
+    """Section 2: at Lab 5's GPU shape (its d and dtype, the default blocks) registers limit
+    the warps an SM holds, to an eighth of the 64 on an A100 (cc 8.0)."""
+    from grader.labs.flash_attention.spec import GPU_SHAPE, PERF_DTYPE
+
+    br, _, res, _ = _flash_resources(GPU_SHAPE[3], np.dtype(PERF_DTYPE))
+    occ = occupancy(res, br, cc=(8, 0))
+    assert occ.limiter == "registers"
+    assert occ.warps_per_sm == 8 and occ.max_warps_per_sm == 64
+
+
+def test_static_shared_limit_forces_br_32_at_d128_fp16():
+    """Section 2: 48 KiB of static shared memory holds v2 to 32 x 32 tiles at d = 128 in
+    float16 (64 x 64 miss it by the padding); the 163 KiB a block may opt in to on cc 8.0
+    would take 128 x 128; the chapter says so."""
+    assert ac.flash_block_sizes(ac.D_MAX, np.float16) == (32, 32)
+    assert ac.flash_shared_bytes(64, 64, ac.D_MAX, np.float16) > ac.DEFAULT_SMEM_BYTES
+    assert ac.flash_shared_bytes(ac.MAX_BLOCK, ac.MAX_BLOCK, ac.D_MAX, np.float16) <= 163 * 1024
+    prose = " ".join(" ".join(rules.cells(NOTEBOOK, "markdown")).split())
+    assert "Br = Bc = 32 at d = 128 in float16" in prose
+    assert "cudaFuncAttributeMaxDynamicSharedMemorySize" in prose
