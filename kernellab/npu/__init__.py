@@ -37,7 +37,9 @@ tensors), ``memory`` (on-chip buffers, GM), ``runtime`` (per-block context, queu
 
 Not in v1 (Ascend C has them; the simulator raises or lacks them):
 
-* the raw-flag API (``set_flag``/``wait_flag`` in kernels). What v1 has: the queues'
+* the raw-flag API (``set_flag``/``wait_flag`` in kernels), and same-pipe ordering: a
+  one-pipe ``pipe_barrier(asc.PIPE_V)`` does nothing, and a missing one (needed on hardware
+  between dependent instructions of one pipe) is not reported. What v1 has: the queues'
   flags, ``asc.pipe_barrier(asc.PIPE_ALL)``, and the vector-clock check of TBuf accesses
   (``DataRaceError``: a TBuf shared between pipes must be ordered by one of those; the
   timing replay waits on the same flags);
@@ -45,8 +47,10 @@ Not in v1 (Ascend C has them; the simulator raises or lacks them):
 * the repeat/mask/stride form of vector ops (count form only), ``select``/``compare``/
   ``gather``, ``get_value``/``set_value``;
 * ``asc.adv.Matmul`` and the host matmul tiling heuristic; ``TQueBind``, ``TBufPool``;
-* UB->L1 copies, ``strict_fractal`` byte-exact NZ storage (L1/L0 tensors are stored as padded
-  row-major 2-D blocks with a format tag), the coupled (910A-like) preset.
+* UB->L1 copies, GM->L0A/L0B (Load2D from GM), ``LoadData2DParams`` (``load_data`` takes a
+  block instead; L1/L0 bytes are stored in the real fractal layouts, :mod:`~kernellab.npu.
+  fractal`), the coupled (910A-like) preset;
+* UB bank conflicts, scalar-unit cost beyond a fixed issue cost per call.
 """
 
 from kernellab.npu import asc, errors

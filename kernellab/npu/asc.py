@@ -24,15 +24,22 @@ Data movement: :func:`data_copy` (GM->UB and GM->L1 on MTE2, UB->GM on MTE3; ``n
 2-D block into L1), :func:`data_copy_pad` (any length, GM<->UB), :func:`load_data` (L1->L0A/L0B
 on MTE1), :func:`fixpipe` (L0C->GM on FIX).
 
-Vector (count form, on the V pipe; operands in UB, 32 B-aligned): :func:`add`, :func:`sub`,
+Vector (count form, on the V pipe; operands in UB, 32 B-aligned; reductions take (dst, src,
+tmp, count)): :func:`add`, :func:`sub`,
 :func:`mul`, :func:`div`, :func:`max`, :func:`min`, :func:`adds`, :func:`muls`, :func:`maxs`,
 :func:`mins`, :func:`exp`, :func:`ln`, :func:`sqrt`, :func:`rsqrt`, :func:`reciprocal`,
 :func:`abs`, :func:`relu`, :func:`cast`, :func:`duplicate`, :func:`reduce_sum`,
-:func:`reduce_max`. Arithmetic is done in float32 (float64 for the cube) and rounded to the
-destination dtype: a modelling choice; real Ascend fp16 vector units may round
+:func:`reduce_max`. Element-wise arithmetic is done in float32 (float64 for the cube) and
+rounded to the destination dtype: a modelling choice (``reduce_sum`` instead adds in the
+operand type, in the order the ReduceSum page gives); real Ascend fp16 vector units may round
 transcendental functions differently, which the graders' tolerances allow for.
 
-Cube: :func:`mmad` (C = A·B or C += A·B, fp16/bf16 -> fp32, int8 -> int32).
+Cube: :func:`mmad` (C = A·B or C += A·B, fp16/bf16 -> fp32, int8 -> int32); operands in the
+hardware's fractal layouts (:mod:`kernellab.npu.fractal`): B reaches L0B as ZN only through
+``load_data(..., transpose=True)``.
+
+Not modelled (so no lesson here depends on them): UB bank conflicts, scalar-unit cost beyond a
+fixed issue cost per call, same-pipe hazards (see :func:`pipe_barrier`).
 """
 
 from __future__ import annotations
@@ -449,8 +456,14 @@ def pipe_barrier(pipe=PIPE_ALL) -> None:
     is visible; the only raw ordering v1 has besides the queues (what a TBuf shared between
     pipes needs). Lowered to set_flag/wait_flag pairs between every two pipes of the core, so
     it costs what it orders in the timing replay. A one-pipe barrier (``asc.PIPE_V`` ...,
-    Ascend C ``PipeBarrier<PIPE_V>``) is accepted and orders nothing new here: each pipe runs
-    its instructions in order. Raises ShapeError for anything else."""
+    Ascend C ``PipeBarrier<PIPE_V>``) is accepted and does nothing here. On the hardware it
+    is needed: instructions on one pipe may overlap, so one that reads what the previous one
+    on the same pipe wrote (``Add`` then ``Mul`` of its result) needs
+    ``PipeBarrier<PIPE_V>`` between them (Ascend C API reference, PipeBarrier,
+    ``atlasascendc_api_07_0271``; the compiler's automatic synchronisation inserts it). The
+    simulator runs each pipe's instructions one after another and neither needs nor checks
+    that barrier; it has no ``set_flag``/``wait_flag`` either. Raises ShapeError for
+    anything else."""
     c = ctx()
     src = caller_src()
     names = (PIPE_ALL, PIPE_MTE2, PIPE_MTE1, PIPE_M, PIPE_V, PIPE_MTE3, PIPE_FIX)

@@ -14,6 +14,7 @@ import contextlib
 import numpy as np
 
 from kernellab.npu import errors
+from kernellab.npu.fractal import decode, encode, fractal_shape
 from kernellab.npu.memory import align_up
 from kernellab.npu.record import FIX, M, MTE1, caller_src, format_src
 from kernellab.npu.runtime import ctx
@@ -24,9 +25,18 @@ from kernellab.npu.dma import _paths_help, _segments
 def load_data(dst: LocalTensor, src: LocalTensor, *, row: int = 0, col: int = 0,
               rows: int | None = None, cols: int | None = None, transpose: bool = False) -> None:
     """Copy the fractal-aligned block ``src[row:row+rows, col:col+cols]`` of a 2-D L1 tensor
-    into an L0A (A2) or L0B (B2) tensor on MTE1, transposed if asked. ``row`` and ``rows`` must
-    be multiples of 16, ``col`` and ``cols`` of 32 B. Raises PositionError, ShapeError,
-    AlignmentError."""
+    (NZ) into an L0A (A2) or L0B (B2) tensor on MTE1, fractal by fractal. ``row`` and ``rows``
+    must be multiples of 16, ``col`` and ``cols`` of 32 B.
+
+    The block's fractals are written in row-major order (big Z: what LoadData2DParams'
+    ``startIndex``/``srcStride``/``repeatTimes`` walk does on the hardware), each one as L1
+    holds it (row-major, small z) or, with ``transpose=True`` (LoadData2DParams
+    ``ifTranspose``), transposed in place (column-major, small n). The flag reorders bytes;
+    the matrix the tensor holds stays the block. So A goes to L0A without the flag (ZZ) and B
+    to L0B with it (ZN), as the Ascend C matmul samples do ("transform nz to zn"); the cube
+    rejects the other two (:class:`~kernellab.npu.errors.LayoutError`). For int8 a ZN fractal
+    is 32 x 16 (Mmad page), so an int8 block loaded with the flag needs rows in multiples of
+    32. Raises PositionError, ShapeError, AlignmentError, DTypeError."""
     c = ctx()
     where = caller_src()
     for t in (dst, src):
@@ -36,7 +46,7 @@ def load_data(dst: LocalTensor, src: LocalTensor, *, row: int = 0, col: int = 0,
     if src.position.memory != "L1" or dst.position.memory not in ("L0A", "L0B"):
         raise errors.PositionError(
             f"{format_src(where)}\nload_data {src.position.name}->{dst.position.name}: "
-            f"load_data moves L1 (A1/B1) -> L0A (A2) / L0B (B2). {_paths_help()}")
+            f"load_data moves L1 (A1/B1) -> L0A (A2) / L0B (B2) here. {_paths_help()}")
     c.check_core(dst.position, "load_data", where)
     if dst.dtype != src.dtype:
         raise errors.DTypeError(f"{format_src(where)}\nload_data: dst {dst.dtype}, src "
@@ -48,7 +58,8 @@ def load_data(dst: LocalTensor, src: LocalTensor, *, row: int = 0, col: int = 0,
         raise errors.AlignmentError(f"{format_src(where)}\nload_data: destination starts at "
                                     f"{dst._mem.name} offset {dst._boff}, not a multiple of "
                                     f"{dst._mem.align} B")
-    c0 = 32 // src.dtype.itemsize
+    isz = src.dtype.itemsize
+    c0 = 32 // isz
     rows = src.rows - row if rows is None else int(rows)
     cols = src.cols - col if cols is None else int(cols)
     if row % 16 or rows % 16 or col % c0 or cols % c0:
@@ -61,10 +72,17 @@ def load_data(dst: LocalTensor, src: LocalTensor, *, row: int = 0, col: int = 0,
         raise errors.ShapeError(f"{format_src(where)}\nload_data block ({row}:{row + rows}, "
                                 f"{col}:{col + cols}) is outside the {src.rows}x{src.cols} L1 "
                                 "tensor")
+    layout = "ZN" if transpose else "ZZ"
+    fr, fc = fractal_shape(layout, isz, dst.position.memory)
+    if rows % fr or cols % fc:
+        raise errors.AlignmentError(
+            f"{format_src(where)}\nload_data(..., transpose=True) of a {rows}x{cols} {src.dtype} "
+            f"block: a transposed ({layout}) fractal of {src.dtype} is {fr}x{fc}, so rows must "
+            f"be a multiple of {fr} and cols of {fc}")
     if rows * cols > dst.size:
         raise errors.ShapeError(f"{format_src(where)}\nload_data of {rows}x{cols} elements into "
                                 f"an {dst.position.name} tensor of {dst.size}")
-    nzb = src._mem.nz[src._boff:src._boff + src.rows * src.cols * src.dtype.itemsize]
+    nzb = src._mem.nz[src._boff:src._boff + src.rows * src.cols * isz]
     if not nzb.all():
         raise errors.ShapeError(
             f"{format_src(where)}\nload_data reads L1 bytes that a 1-D data_copy filled last "
@@ -73,17 +91,32 @@ def load_data(dst: LocalTensor, src: LocalTensor, *, row: int = 0, col: int = 0,
             "tensor with data_copy(..., nd2nz=(rows, cols, src_stride)).")
     c.access(src, MTE1, False, where, src.rows * src.cols, what="load_data")
     c.access(dst, MTE1, True, where, rows * cols, what="load_data")
-    block = src.np(src.rows * src.cols).reshape(src.rows, src.cols)[row:row + rows,
-                                                                    col:col + cols]
-    if transpose:
-        block = block.T
-    r, cc = block.shape
-    dst.np(r * cc).reshape(r, cc)[...] = block
-    dst.rows, dst.cols = r, cc
-    dst.fmt = "ZZ" if dst.position.memory == "L0A" else "ZN"
-    nb = r * cc * dst.dtype.itemsize
+    sfr, sfc = fractal_shape("NZ", isz, "L1")
+    whole = decode(src.np(src.rows * src.cols), "NZ", src.rows, src.cols, sfr, sfc)
+    block = whole[row:row + rows, col:col + cols]
+    dst.np(rows * cols)[...] = encode(block, layout, fr, fc)
+    dst.rows, dst.cols, dst.fmt = rows, cols, layout
+    nb = rows * cols * dst.dtype.itemsize
     c.op(MTE1, "load_data", ("load", dst.position.memory, nb), where, nb,
          path=f"L1->{dst.position.memory}")
+
+
+def _operand(t: LocalTensor, name: str, want: str, where) -> np.ndarray:
+    """The matrix an L0A/L0B tensor holds, read as the cube reads it (``want``: ZZ for A, ZN
+    for B). Raises LayoutError when the tensor's fractals are the other way round."""
+    if t.fmt != want:
+        flag = "with" if want == "ZN" else "without"
+        got = ("row-major (ZZ: L1's NZ fractals copied as they are)" if t.fmt == "ZZ" else
+               "column-major (ZN: transposed by load_data(..., transpose=True))")
+        raise errors.LayoutError(
+            f"{format_src(where)}\nmmad reads {name} from {t.position.memory} as {want} "
+            f"(fractals in row-major order, each one "
+            f"{'column' if want == 'ZN' else 'row'}-major: Ascend C Mmad page), but this "
+            f"{t.position.name} tensor's fractals are {got}. On the hardware the cube would "
+            f"read every fractal of {name} transposed and compute a wrong result. Load {name} "
+            f"{flag} the flag: asc.load_data(..., transpose={want == 'ZN'}).")
+    fr, fc = fractal_shape(want, t.dtype.itemsize, t.position.memory)
+    return decode(t.np(t.rows * t.cols), want, t.rows, t.cols, fr, fc)
 
 
 _MMAD_TYPES = {("float16", "float32"): "f16", ("bfloat16", "float32"): "f16",
@@ -114,8 +147,9 @@ def mmad(co1: LocalTensor, a2: LocalTensor, b2: LocalTensor, m: int, n: int, k: 
          init: bool = True) -> None:
     """Cube multiply on the M pipe: ``C[:m,:n] = A[:m,:k] @ B[:k,:n]`` (``init=True``) or
     ``C += A @ B``. A in A2 (L0A), B in B2 (L0B), C in CO1 (L0C); fp16/bf16 -> fp32, int8 ->
-    int32 (exact). C is laid out 16-padded: ``align16(m) x align16(n)``. Raises PositionError,
-    DTypeError, ShapeError."""
+    int32 (exact). C is laid out 16-padded: ``align16(m) x align16(n)``, in NZ. A must be ZZ and
+    B ZN (Mmad page, ``atlasascendc_api_07_0249``: load B with ``load_data(...,
+    transpose=True)``). Raises PositionError, DTypeError, ShapeError, LayoutError."""
     c = ctx()
     where = caller_src()
     for t, pos in ((co1, "CO1"), (a2, "A2"), (b2, "B2")):
@@ -154,9 +188,10 @@ def mmad(co1: LocalTensor, a2: LocalTensor, b2: LocalTensor, m: int, n: int, k: 
     if not init:
         c.access(co1, M, False, where, mp * np_, what="mmad")
     c.access(co1, M, True, where, mp * np_, what="mmad")
-    A = a2.np(a2.rows * a2.cols).reshape(a2.rows, a2.cols)[:m, :k]
-    B = b2.np(b2.rows * b2.cols).reshape(b2.rows, b2.cols)[:k, :n]
-    C = co1.np(mp * np_).reshape(mp, np_)
+    A = _operand(a2, "A", "ZZ", where)[:m, :k]
+    B = _operand(b2, "B", "ZN", where)[:k, :n]
+    C = decode(co1.np(mp * np_), "NZ", mp, np_, 16, 16) if not init else \
+        np.zeros((mp, np_), dtype=co1.dtype)
     if kind == "i8":
         prod = A.astype(np.int64) @ B.astype(np.int64)  # integer matmul: no BLAS
         if init:
@@ -172,16 +207,22 @@ def mmad(co1: LocalTensor, a2: LocalTensor, b2: LocalTensor, m: int, n: int, k: 
             C[:m, :n] = prod.astype(np.float32)
         else:
             C[:m, :n] = (C[:m, :n].astype(np.float64) + prod).astype(np.float32)
+    co1.np(mp * np_)[...] = encode(C, "NZ", 16, 16)          # L0C holds C in NZ
     co1.rows, co1.cols, co1.fmt = mp, np_, "NZ"
     c.op(M, "mmad", ("mmad", m, n, k, kind), where, flops=2 * m * n * k)
 
 
 def fixpipe(dst: GlobalTensor, co1: LocalTensor, m: int, n: int, *, dst_stride: int | None = None,
-            relu: bool = False, quant_scale: float | None = None) -> None:
-    """Write ``C[:m,:n]`` from L0C to GM (FIX pipe) as a row-major block whose rows are
+            relu: bool = False, quant_scale=None) -> None:
+    """Write ``C[:m,:n]`` from L0C (NZ) to GM (FIX pipe) as a row-major block whose rows are
     ``dst_stride`` elements apart (default ``n``), converting to the GM dtype on the fly
     (fp32 -> fp16/bf16/fp32; int32 -> int32, or with ``quant_scale`` -> fp16), with optional
-    ReLU. Raises PositionError, DTypeError, ShapeError, OutOfBoundsError."""
+    ReLU. ``quant_scale`` is one float (Ascend C: ``SetFixpipePreQuantFlag``, scalar
+    dequantisation, ``atlasascendc_api_07_0254``) or ``n`` floats, one per output column
+    (per-channel: Fixpipe's ``quantPre = VDEQF16`` with the scales in a ``cbufWorkspace``
+    tensor in L1, Fixpipe page ``atlasascendc_api_07_0251``; here they are passed from the
+    host, and their L1 copy is not modelled). Raises PositionError, DTypeError, ShapeError,
+    OutOfBoundsError."""
     c = ctx()
     where = caller_src()
     if not isinstance(dst, GlobalTensor):
@@ -215,9 +256,16 @@ def fixpipe(dst: GlobalTensor, co1: LocalTensor, m: int, n: int, *, dst_stride: 
                                       f"{stride}) = {last} elements into GM {dst.name} view "
                                       f"of {len(dst)}")
     c.access(co1, FIX, False, where, co1.rows * co1.cols, what="fixpipe")
-    vals = co1.np(co1.rows * co1.cols).reshape(co1.rows, co1.cols)[:m, :n]
+    vals = decode(co1.np(co1.rows * co1.cols), "NZ", co1.rows, co1.cols, 16, 16)[:m, :n]
     if quant_scale is not None:
-        vals = vals.astype(np.float64) * float(quant_scale)
+        qs = np.asarray(quant_scale, dtype=np.float64)
+        if qs.ndim == 1 and qs.size >= n:
+            vals = vals.astype(np.float64) * qs[None, :n]
+        elif qs.ndim == 0:
+            vals = vals.astype(np.float64) * float(qs)
+        else:
+            raise errors.ShapeError(f"{format_src(where)}\nfixpipe quant_scale: one float or "
+                                    f"at least n = {n} (one per column), got shape {qs.shape}")
     if relu:
         vals = np.maximum(vals, 0)
     isz = dst.dtype.itemsize

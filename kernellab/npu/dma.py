@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernellab.npu import errors
+from kernellab.npu.fractal import encode, fractal_shape
 from kernellab.npu.memory import align_up
 from kernellab.npu.record import MTE2, MTE3, caller_src, format_src
 from kernellab.npu.runtime import ctx
@@ -48,7 +49,9 @@ def _segments(addr, rows, row_bytes, stride_bytes):
 def _paths_help():
     return ("legal paths on the split architecture: GM->UB and GM->L1 (data_copy, MTE2); "
             "UB->GM (data_copy, MTE3); L1->L0A/L0B (load_data, MTE1); L0C->GM (fixpipe, FIX). "
-            "There is no GM->L0 path and no L0C->UB path.")
+            "Not modelled here: GM->L0A/L0B (Load2D moves GM->A2/B2 on Atlas A2/A3: Ascend C "
+            "API reference, Load2D, atlasascendc_api_07_0238), "
+            "UB->L1; there is no L0C->UB path on A2/A3.")
 
 
 def data_copy(dst, src, count=None, *, nd2nz=None) -> None:
@@ -77,9 +80,11 @@ def _copy(dst, src, count, where, pad, nd2nz):
         mem = dst.position.memory
         c.check_core(dst.position, name, where)
         if mem not in ("UB", "L1"):
-            raise errors.PositionError(
-                f"{format_src(where)}\n{name} GM->{dst.position.name} ({mem}) is not a data "
-                f"path. {_paths_help()}")
+            why = (f"{name} does not move GM->{mem}; the hardware has a GM->A2/B2 path, "
+                   "Load2D (LoadData from a GlobalTensor), which this simulator does not model: "
+                   "copy GM->L1 with nd2nz, then load_data" if mem in ("L0A", "L0B") else
+                   f"{name} GM->{dst.position.name} ({mem}) is not a data path")
+            raise errors.PositionError(f"{format_src(where)}\n{why}. {_paths_help()}")
         if mem == "L1" and pad is not None:
             raise errors.PositionError(f"{format_src(where)}\ndata_copy_pad moves GM<->UB only")
         if dst.dtype != src.dtype:
@@ -115,9 +120,10 @@ def _copy(dst, src, count, where, pad, nd2nz):
             flat = src._buf.flat
             block = np.lib.stride_tricks.as_strided(
                 flat[src._off:], shape=(rows, cols), strides=(stride * isz, isz), writeable=False)
-            d2 = dst.np(rp * cp).reshape(rp, cp)
-            d2[...] = 0
-            d2[:rows, :cols] = block
+            padded = np.zeros((rp, cp), dtype=dst.dtype)
+            padded[:rows, :cols] = block
+            fr, fc = fractal_shape("NZ", isz, "L1")
+            dst.np(rp * cp)[...] = encode(padded, "NZ", fr, fc)   # the bytes in NZ order
             dst.rows, dst.cols, dst.fmt = rp, cp, "NZ"
             dst._mem.nz[dst._boff:dst._boff + rp * cp * isz] = True
             segs = _segments(src.address, rows, cols * isz, stride * isz)

@@ -108,6 +108,15 @@ class QueueDeadlockError(QueueStateError):
     kind = "queue-deadlock"
 
 
+class QueueRoleError(QueueStateError):
+    """A pipe touches a queue tensor in a role its queue does not order: MTE2 writing a VECOUT
+    tensor (whose queue orders V -> MTE3 only), V writing a VECIN one ... The path itself may
+    be legal (a DMA may write UB at any position); the queue protocol is broken: nothing
+    orders that pipe against the queue's producer and consumer."""
+
+    kind = "queue-role"
+
+
 class LeakError(QueueStateError):
     """At kernel end, tensors were never freed (or never dequeued)."""
 
@@ -125,6 +134,15 @@ class ShapeError(NPUError, ValueError):
     tensors, a GM sub-tensor of negative length ..."""
 
     kind = "shape"
+
+
+class LayoutError(NPUError):
+    """A cube operand is in the wrong fractal layout: ``mmad`` reads A from L0A as ZZ and B
+    from L0B as ZN (Ascend C API reference, Mmad, ``atlasascendc_api_07_0249``); L1's ND->NZ
+    copy leaves B's fractals row-major, and only ``load_data(..., transpose=True)`` (the
+    ``ifTranspose`` flag of LoadData) turns them column-major."""
+
+    kind = "layout"
 
 
 class DTypeError(NPUError, TypeError):

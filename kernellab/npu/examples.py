@@ -1,5 +1,5 @@
 """Reference kernels for the tests, the chapter and the benchmarks: a tiled, multi-core vector
-add (any length: former blocks plus a tail, ``data_copy_pad`` for an unaligned last tile) and a
+add (any length: the former/tail core split, ``data_copy_pad`` for an unaligned last tile) and a
 tiled cube matmul (GM -> L1 with nd2nz, L1 -> L0 with load_data, mmad, fixpipe), both written
 with queues in the CopyIn -> Compute -> CopyOut style (Ascend C guide, "Programming Based on
 TPipe and TQue", hiascend.com atlas_ascendc_10_00032).
@@ -13,42 +13,64 @@ from kernellab.npu import asc
 from kernellab.npu.asc import TPosition as P
 from kernellab.npu.asc import tiling_struct
 
-__all__ = ["AddTiling", "add_tiling", "add_kernel", "run_add", "copy_kernel", "run_copy",
+__all__ = ["AddTiling", "add_tiling", "share", "add_kernel", "run_add", "copy_kernel", "run_copy",
            "MatmulTiling",
            "matmul_tiling", "matmul_kernel", "run_matmul"]
 
 
 @tiling_struct
 class AddTiling:
-    """``n`` elements in total; block ``b`` adds ``[b*block_len, min(n, (b+1)*block_len))`` in
+    """``n`` elements dealt in aligned blocks of ``align`` elements, the vendor's former/tail
+    split: the first ``former_num`` cores take ``former_len`` elements each, the others
+    ``tail_len`` (one aligned block fewer); the last share is cut at ``n``. Each core works in
     tiles of ``tile_len`` with ``buffer_num`` blocks per queue."""
 
     n: int
-    block_len: int
+    former_num: int
+    former_len: int
+    tail_len: int
     tile_len: int
     buffer_num: int
 
 
 def add_tiling(n: int, block_dim: int, tile_len: int = 8192, buffer_num: int = 2,
                align_elems: int = 256) -> AddTiling:
-    """Host tiling: equal blocks rounded up to ``align_elems`` (256 fp16 = 512 B keeps every
-    block's GM start 512 B-aligned)."""
-    per = -(-n // block_dim)
-    per = -(-per // align_elems) * align_elems
-    return AddTiling(n=n, block_len=per, tile_len=tile_len, buffer_num=buffer_num)
+    """Host tiling, as the Ascend C programming guide splits data that does not divide evenly
+    ("Tail Core Tiling", ``atlas_ascendc_10_10008``: ``formerNum`` whole cores take one
+    aligned block more than the tail cores): ``ceil(n / align_elems)`` blocks of
+    ``align_elems`` elements (256 fp16 = 512 B keeps every share's GM start 512 B-aligned)
+    over ``block_dim`` cores. Every core
+    gets work while there are at least ``block_dim`` blocks (rounding each share up to the
+    alignment instead idles cores: n = 12,289 would use 25 of 48)."""
+    blocks = -(-n // align_elems)
+    per, former = divmod(blocks, block_dim)
+    return AddTiling(n=n, former_num=former, former_len=(per + 1) * align_elems,
+                     tail_len=per * align_elems, tile_len=tile_len, buffer_num=buffer_num)
+
+
+def share(t: AddTiling, block: int) -> tuple[int, int]:
+    """``(start, length)`` of ``block``'s share under :func:`add_tiling` (length 0: no work)."""
+    if block < t.former_num:
+        start, length = block * t.former_len, t.former_len
+    else:
+        start = t.former_num * t.former_len + (block - t.former_num) * t.tail_len
+        length = t.tail_len
+    return start, max(0, min(length, t.n - start))
 
 
 @asc.kernel(core="aiv")
 def add_kernel(x, y, z, t: AddTiling):
-    """``z = x + y`` (fp16), CopyIn -> Compute -> CopyOut per tile."""
-    base = asc.get_block_idx() * t.block_len
-    my_len = min(t.block_len, t.n - base)
+    """``z = x + y`` (fp16), CopyIn -> Compute -> CopyOut per tile. The queues have depth 1
+    (Ascend C TQue, ``atlasascendc_api_07_0137``: depth counts consecutive EnQue calls, "unrelated
+    to double buffer", 1 recommended); ``buffer_num`` blocks per queue give the double
+    buffering."""
+    base, my_len = share(t, asc.get_block_idx())
     if my_len <= 0:
         return
     xg, yg, zg = x.sub(base, my_len), y.sub(base, my_len), z.sub(base, my_len)
     pipe = asc.TPipe()
-    qx, qy = asc.TQue(P.VECIN, t.buffer_num), asc.TQue(P.VECIN, t.buffer_num)
-    qz = asc.TQue(P.VECOUT, t.buffer_num)
+    qx, qy = asc.TQue(P.VECIN, 1), asc.TQue(P.VECIN, 1)
+    qz = asc.TQue(P.VECOUT, 1)
     for q in (qx, qy, qz):
         pipe.init_buffer(q, t.buffer_num, t.tile_len * 2)
     n_tiles = -(-my_len // t.tile_len)
@@ -146,7 +168,7 @@ def matmul_kernel(a, b, c, t: MatmulTiling):
                 ks = min(t.base_k, kl - kk)
                 a2, b2 = qa2.alloc_tensor(asc.half), qb2.alloc_tensor(asc.half)
                 asc.load_data(a2, a1, col=kk, cols=_a16(ks))
-                asc.load_data(b2, b1, row=kk, rows=_a16(ks))
+                asc.load_data(b2, b1, row=kk, rows=_a16(ks), transpose=True)
                 qa2.enque(a2)
                 qb2.enque(b2)
                 a2, b2 = qa2.deque(), qb2.deque()
@@ -183,13 +205,12 @@ def run_matmul(M, N, K, block_dim=1, machine=None, seed=0, check=True, **tiling)
 def copy_kernel(x, z, t: AddTiling):
     """``z = x`` streamed through UB (one read and one write per element; the vector unit
     only moves the tile from the VECIN to the VECOUT queue, as ``TQueBind`` would avoid)."""
-    base = asc.get_block_idx() * t.block_len
-    my_len = min(t.block_len, t.n - base)
+    base, my_len = share(t, asc.get_block_idx())
     if my_len <= 0:
         return
     xg, zg = x.sub(base, my_len), z.sub(base, my_len)
     pipe = asc.TPipe()
-    qx, qz = asc.TQue(P.VECIN, t.buffer_num), asc.TQue(P.VECOUT, t.buffer_num)
+    qx, qz = asc.TQue(P.VECIN, 1), asc.TQue(P.VECOUT, 1)
     pipe.init_buffer(qx, t.buffer_num, t.tile_len * 2)
     pipe.init_buffer(qz, t.buffer_num, t.tile_len * 2)
     for i in range(-(-my_len // t.tile_len)):

@@ -6,14 +6,19 @@ Every constant the simulator uses lives here, with its unit, a provenance tag an
 ====== ==================================================================================
 tag    meaning
 ====== ==================================================================================
-[S]    from a primary vendor document, vendor code or vendor config file (CANN
-       ``platform_config/Ascend910B*.ini`` values as quoted in public repos, the Ascend C API
-       reference, Catlass ``arch.hpp``)
-[S2]   from a secondary source (article, benchmark repo, paper)
-[D]    derived arithmetically from [S]/[S2] numbers
+[S]    stated by the vendor: the Ascend C guide and API reference, Huawei's own repositories
+       (Catlass ``arch.hpp``, pyasc, CANN ``platform_config/Ascend910B1.ini`` as Huawei's
+       cann/pypto ships it)
+[T]    third-party: an issue or note outside Huawei quoting a value (tilelang-ascend issues,
+       SimNPU, blog posts quoting an ini file), not confirmed in a vendor document
+[D]    derived arithmetically from [S]/[T] numbers
 [A]    assumed: a design choice or placeholder, to calibrate if hardware ever becomes
-       available
+       available (including a vendor number read in a way the vendor does not state)
 ====== ==================================================================================
+
+One chip variant throughout: the 910B1 (24 AIC, 48 AIV, 1850 MHz: 363.7 TFLOP/s fp16). The
+910B2's file gives the same core counts at 1800 MHz (353.9 TFLOP/s); mixing the two files'
+numbers would describe neither chip.
 
 Presets (:data:`PRESETS`): ``"ascend910b-like@1"`` (24 AIC + 48 AIV at 1.85 GHz, UB 192 KiB,
 L1 512 KiB, L0A/L0B 64 KiB, L0C 128 KiB, L2 192 MiB, HBM 1.6 TB/s) and ``"tiny@1"`` (2 AIC +
@@ -37,36 +42,42 @@ __all__ = ["MachineConfig", "PlatformInfo", "PRESETS", "DEFAULT_MACHINE", "get_m
 
 # field -> (unit, tag, source). Every field of MachineConfig except name/version/arch/description.
 PROVENANCE: dict[str, tuple[str, str, str]] = {
-    "freq_mhz": ("MHz", "S", "Ascend910B1.ini cube_freq=1850; npu-smi in a public A3 note"),
-    "n_aic": ("cores", "S", "Ascend910B2.ini cube_core_cnt=24"),
-    "n_aiv": ("cores", "S", "Ascend910B2.ini vector_core_cnt=48 (1 AIC : 2 AIV)"),
-    "aiv_per_aic": ("", "S", "split architecture, KERNEL_TYPE_MIX_AIC_1_2"),
-    "ub_bytes": ("B", "S", "ini ub_size=196608; Catlass AtlasA2 UB_SIZE"),
-    "ub_reserved": ("B", "S", "tilelang-ascend issue #298: its codegen uses 196352"),
-    "l1_bytes": ("B", "S", "ini l1_size=524288; Catlass AtlasA2"),
-    "l1_reserved": ("B", "S", "GetCoreMemSize reports 524032 (tilelang-ascend issue #489)"),
-    "l0a_bytes": ("B", "S", "ini l0_a_size; Catlass AtlasA2 L0A_SIZE"),
-    "l0b_bytes": ("B", "S", "ini l0_b_size; tilelang-ascend PR #436"),
-    "l0c_bytes": ("B", "S", "ini l0_c_size; Catlass AtlasA2 L0C_SIZE"),
+    "freq_mhz": ("MHz", "S", "Ascend910B1.ini [AICoreSpec] cube_freq=1850 (CANN platform_config, "
+                 "as in Huawei's gitcode cann/pypto test stubs); the 910B2 file says 1800"),
+    "n_aic": ("cores", "S", "Ascend910B1.ini cube_core_cnt=24 (same file)"),
+    "n_aiv": ("cores", "S", "Ascend910B1.ini vector_core_cnt=48 (1 AIC : 2 AIV)"),
+    "aiv_per_aic": ("", "S", "a mix kernel starts 1 AIC + 2 AIV per group (Ascend C guide, "
+                    "kernel function, atlas_ascendc_10_0014)"),
+    "ub_bytes": ("B", "S", "Ascend910B1.ini ub_size=196608; Catlass AtlasA2 UB_SIZE"),
+    "ub_reserved": ("B", "T", "tilelang-ascend issue #298: its codegen uses 196352"),
+    "l1_bytes": ("B", "S", "Ascend910B1.ini l1_size=524288; Catlass AtlasA2"),
+    "l1_reserved": ("B", "T", "GetCoreMemSize reports 524032 (tilelang-ascend issue #489)"),
+    "l0a_bytes": ("B", "S", "ini l0_a_size=65536; Catlass AtlasA2 L0A_SIZE"),
+    "l0b_bytes": ("B", "S", "ini l0_b_size=65536; Catlass AtlasA2 L0B_SIZE"),
+    "l0c_bytes": ("B", "S", "ini l0_c_size=131072; Catlass AtlasA2 L0C_SIZE"),
     "align_ub": ("B", "S", "Ascend C General Restrictions (atlasascendc_api_07_0004)"),
     "align_l1": ("B", "S", "Ascend C General Restrictions"),
     "align_l0ab": ("B", "S", "Ascend C General Restrictions"),
     "align_l0c": ("B", "S", "Ascend C General Restrictions"),
-    "l2_bytes": ("B", "S", "ini l2_size=201326592"),
+    "l2_bytes": ("B", "S", "Ascend910B1.ini l2_size=201326592"),
     "l2_line": ("B", "S", "'cache line (512 bytes)' (atlas_ascendc_10_0010)"),
-    "hbm_gbps": ("GB/s", "S2", "~1.6 TB/s per die; SimNPU npu_910B1.json 1600 GB/s"),
+    "hbm_gbps": ("GB/s", "T", "~1.6 TB/s per die; SimNPU npu_910B1.json 1600 GB/s"),
     "hbm_efficiency_pct": ("%", "A", "sustained / peak HBM bandwidth (refresh, read-write "
                            "turnaround); HBM STREAM-type runs reach roughly 85-93%"),
-    "gm_read_miss_bpc": ("B/cycle/core", "S", "ini ddr_rate=32 ([AICoreMemoryRates]); "
-                         "applying it to AIVs is [A]"),
-    "gm_read_hit_bpc": ("B/cycle/core", "S", "ini l2_rate / l2_read_rate=110"),
-    "gm_write_bpc": ("B/cycle/core", "S", "ini ub_to_l2_rate=64"),
+    "gm_read_miss_bpc": ("B/cycle/core", "A", "ini [AICoreMemoryRates] ddr_rate=32 as quoted "
+                         "in third-party notes [T]; reading it as each core's own cap, and "
+                         "applying it to AIVs, is assumed"),
+    "gm_read_hit_bpc": ("B/cycle/core", "T", "ini l2_rate / l2_read_rate=110, as quoted"),
+    "gm_write_bpc": ("B/cycle/core", "T", "ini ub_to_l2_rate=64, as quoted from a 910B1 ini"),
     "fix_write_bpc": ("B/cycle/core", "A", "same as the UB->GM rate"),
-    "l1_to_l0a_bpc": ("B/cycle", "S", "l1_to_l0a rate=512 (CANN fixtures; 910B not confirmed)"),
-    "l1_to_l0b_bpc": ("B/cycle", "S", "l1_to_l0b rate=256 (CANN fixtures; 910B not confirmed)"),
+    "l1_to_l0a_bpc": ("B/cycle", "T", "l1_to_l0_a_rate=512, quoted from a 910B1 ini in a "
+                      "third-party note"),
+    "l1_to_l0b_bpc": ("B/cycle", "A", "l1_to_l0b rate=256 from CANN test fixtures; not "
+                      "confirmed for the 910B1"),
     "gm_align_bytes": ("B", "S", "best practice: 512 B-aligned GM addresses"),
     "gm_misaligned_eff_pct": ("%", "S", "'32 B alignment reaches only 70% of 512 B' "
-                              "(atlas_ascendc_best_practices_10_0014)"),
+                              "(atlas_ascendc_best_practices_10_0014): the guide's worst "
+                              "case, applied to every transfer not 512 B-aligned (a bound)"),
     "dma_fixed_cycles": ("cycles", "A", "per data_copy/fixpipe instruction"),
     "dma_burst_cycles": ("cycles", "A", "per extra burst (16-row band of a 2-D copy)"),
     "dma_latency_miss": ("cycles", "A", "data visible after the transfer (L2 miss, writes)"),
@@ -290,7 +301,7 @@ class MachineConfig:
         return out
 
     def table(self) -> str:
-        """The card as a fixed-width text table with a tag column ([S]/[S2]/[D]/[A]/[user])."""
+        """The card as a fixed-width text table with a tag column ([S]/[T]/[D]/[A]/[user])."""
         rows = self.rows()
         head = f"machine {self.key}: {self.description}"
         w0 = max(len(r[0]) for r in rows)
@@ -324,7 +335,7 @@ _TINY_TAGS = {
 
 _910B = MachineConfig(
     name="ascend910b-like", version=1,
-    description="Ascend-910B-like split AI core chip (24 AIC + 48 AIV, 1.85 GHz)",
+    description="Ascend-910B1-like split AI core chip (24 AIC + 48 AIV, 1.85 GHz)",
     arch="split", freq_mhz=1850, n_aic=24, n_aiv=48, aiv_per_aic=2,
     ub_bytes=196_608, ub_reserved=256, l1_bytes=524_288, l1_reserved=256,
     l0a_bytes=65_536, l0b_bytes=65_536, l0c_bytes=131_072,

@@ -6,7 +6,10 @@ Definitions (all deterministic, from the timing replay):
   visible; the launch overhead (``machine.launch_overhead``) is reported separately and not
   included. ``time_us = cycles / freq_MHz``.
 * ``pipe_busy_pct`` — busy cycles / ``cycles`` per pipe, on the *critical core* (the core that
-  finishes last; lowest index on ties). ``bottleneck`` is its busiest pipe.
+  finishes last; lowest index on ties). ``bottleneck`` is its busiest pipe;
+  ``bottleneck_cause`` says, for a DMA pipe, whether HBM (the HBM transfers in flight wanted
+  more than the sustained bandwidth for at least half the run, ``hbm_saturated_pct``) or the
+  core's own DMA rate cap set the pace; ``bottleneck_detail`` is both in words.
 * ``bytes`` — bytes per data path from the records (``GM->UB``, ``UB->GM``, ``GM->L1``,
   ``L1->L0A``, ``L1->L0B``, ``L0C->GM``) and from the L2 model (``HBM read``, ``HBM write``,
   ``L2 hit``).
@@ -31,7 +34,8 @@ class RunResult:
     """The outcome of :func:`kernellab.npu.launch` (see the module docstring for every
     definition). Attributes: ``kernel``, ``block_dim``, ``machine``, ``core_type``,
     ``cores_used``, ``cycles``, ``time_us``, ``launch_overhead_cycles``, ``per_core``,
-    ``pipe_busy_pct``, ``bottleneck``, ``critical_core``, ``bytes``, ``flops``,
+    ``pipe_busy_pct``, ``bottleneck``, ``bottleneck_cause``, ``bottleneck_detail``,
+    ``hbm_saturated_pct``, ``critical_core``, ``bytes``, ``flops``,
     ``hbm_bytes``, ``achieved_GBps``, ``achieved_TFLOPS``, ``hbm_roof_pct``, ``cube_util``,
     ``roofline``, ``trace``, ``trace_hash``, ``warnings``, ``n_records``, ``functional_s``,
     ``timing_s``; :meth:`records` gives one block's recorded instructions."""
@@ -59,6 +63,16 @@ class RunResult:
         busy = timing.busy[crit] if timing.busy else [0] * 7
         self.pipe_busy_pct = {PIPES[p]: 100.0 * busy[p] / cyc for p in range(7)}
         self.bottleneck = max(PIPES, key=lambda p: (self.pipe_busy_pct[p], -PIPES.index(p)))
+        self.hbm_saturated_pct = 100.0 * timing.hbm_saturated / cyc
+        if self.bottleneck in ("MTE2", "MTE3", "FIX"):
+            self.bottleneck_cause = ("HBM bandwidth" if 2 * timing.hbm_saturated >= cyc
+                                     else "the core's own DMA rate cap")
+            self.bottleneck_detail = (f"{self.bottleneck} ({self.bottleneck_cause}: HBM "
+                                      f"saturated {self.hbm_saturated_pct:.0f}% of the run)")
+        else:
+            self.bottleneck_cause = {"M": "cube", "V": "vector", "S": "scalar issue",
+                                     "MTE1": "L1->L0 moves"}[self.bottleneck]
+            self.bottleneck_detail = f"{self.bottleneck} ({self.bottleneck_cause})"
         by_path: dict[str, int] = {}
         cube = vec = 0
         n_records = 0
@@ -128,7 +142,7 @@ class RunResult:
             lines.append(f"cube utilisation {100 * self.cube_util:.1f}% of {self.cores_used} "
                          f"AIC(s)")
         pipes = "  ".join(f"{p} {v:.0f}%" for p, v in self.pipe_busy_pct.items() if v > 0)
-        lines.append(f"core {self.critical_core}: {pipes}   bottleneck: {self.bottleneck}")
+        lines.append(f"core {self.critical_core}: {pipes}   bottleneck: {self.bottleneck_detail}")
         paths = "  ".join(f"{k} {v / 1e6:.3f} MB" for k, v in b.items() if v)
         lines.append(f"bytes: {paths}")
         lines.append(f"records {self.n_records:,}  trace {self.trace_hash[:16]}")

@@ -315,11 +315,14 @@ class BlockContext:
             raise errors.QueueStateError(
                 f"{format_src(src)}\n{PIPES[pipe]} reads {pos} tensor {a.label} after it was "
                 f"handed to {PIPES[cons]} (deque at {short(a.srcs.get('deque'))}).")
-        raise errors.PositionError(
-            f"{format_src(src)}\n{PIPES[pipe]} {verb} a {pos} tensor ({a.label}, {state}); "
-            f"{pos} queues connect {PIPES[prod]} (producer) to {PIPES[cons]} (consumer) "
-            f"only. Vector ops read VECIN/VECCALC and write VECOUT/VECCALC; data_copy "
-            f"GM->UB fills VECIN, UB->GM drains VECOUT.")
+        raise errors.QueueRoleError(
+            f"{format_src(src)}\n{PIPES[pipe]} {verb} a {pos} tensor ({a.label}, {state}), "
+            f"but a {pos} queue orders {PIPES[prod]} (producer) before {PIPES[cons]} "
+            f"(consumer) only: nothing orders this {PIPES[pipe]} access against them. The "
+            f"data path is not the problem (a DMA may move GM<->UB at any UB position); the "
+            f"queue protocol is: take the tensor from a queue whose producer is "
+            f"{PIPES[pipe]} (data_copy GM->UB fills a VECIN queue's tensor, vector ops write "
+            f"VECOUT's, MTE3 drains VECOUT's).")
 
     def _uninit(self, t, lo, nb, src):
         w = t._mem.written[lo:lo + nb]

@@ -88,6 +88,9 @@ class Timing:
         busy: ``busy[core][pipe]`` cycles.
         core_end: ``core_end[core]`` cycles.
         hbm_read, hbm_write, l2_hit: bytes.
+        hbm_saturated: cycles during which the HBM transfers in flight asked for more than
+            the sustained bandwidth (the water-filling level was binding), so HBM, not a
+            core's own DMA rate cap, set their pace.
     """
 
     def __init__(self, n_cores):
@@ -98,6 +101,7 @@ class Timing:
         self.hbm_read = 0
         self.hbm_write = 0
         self.l2_hit = 0
+        self.hbm_saturated = 0
 
 
 class _L2:
@@ -179,6 +183,7 @@ def replay(blocks, machine, n_cores, core_names=None) -> Timing:
     heap = []
     counter = [0]
     active: list[_Transfer] = []
+    sat = [False, 0]                     # HBM saturated now?, since when
 
     def push(t, core, pipe, kind=0, payload=None):
         counter[0] += 1
@@ -343,7 +348,12 @@ def replay(blocks, machine, n_cores, core_names=None) -> Timing:
     def set_rates(t):
         users = [tr.cap for tr in active if tr.hbm]
         level = None
-        if sum(users) > hbm_bw:
+        now = sum(users) > hbm_bw
+        if now != sat[0]:
+            if sat[0]:
+                tm.hbm_saturated += t - sat[1]
+            sat[0], sat[1] = now, t
+        if now:
             users.sort()
             rem, n = hbm_bw, len(users)
             for cp in users:

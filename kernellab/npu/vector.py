@@ -1,8 +1,9 @@
 """The vector unit's instructions of :mod:`kernellab.npu.asc` (re-exported there; students call
 them as ``asc.add`` ...), count form, on the V pipe, operands in UB and 32 B-aligned: binary
 (add, sub, mul, div, max, min), with a scalar (adds, muls, maxs, mins), unary (exp, ln, sqrt,
-rsqrt, reciprocal, abs, relu), cast, duplicate, reduce_sum, reduce_max. Arithmetic in float32,
-rounded to the destination dtype. Sources: Ascend C programming guide (hiascend.com), "Vector
+rsqrt, reciprocal, abs, relu), cast, duplicate, reduce_sum, reduce_max (dst, src, tmp, count).
+Element-wise arithmetic in float32, rounded to the destination dtype; reduce_sum adds in the
+operand type, in the vendor's order. Sources: Ascend C programming guide (hiascend.com), "Vector
 Programming" and the vector-compute API pages; pyasc's ``docs/python-api``,
 https://github.com/hicann/pyasc.
 """
@@ -179,25 +180,81 @@ def duplicate(dst: LocalTensor, scalar, count: int) -> None:
     c.op(V, "duplicate", ("vec", "unary", count * dst.dtype.itemsize), where, flops=0)
 
 
-def _reduce(name, fn):
-    def op(dst: LocalTensor, src: LocalTensor, count: int, work: LocalTensor | None = None):
-        c = ctx()
-        where = caller_src()
-        count = _vec_operands(c, name, dst, (src,), count, where, dst_n=1)
-        c.access(src, V, False, where, count, what=name)
-        a = src.np(count)
-        with np.errstate(all="ignore"):
-            r = fn(a.astype(np.float32) if a.dtype.kind == "f" else a.astype(np.int64))
-        dst.np(1)[0] = np.asarray(r).astype(dst.dtype)
-        c.access(dst, V, True, where, 1, what=name)
-        c.op(V, name, ("vec", "reduce", count * src.dtype.itemsize), where, flops=count)
-
-    op.__name__ = name
-    op.__doc__ = (f"``dst[0] = {name[7:]}(src[:count])`` with float32 accumulation (V pipe, "
-                  "reduce cost class). ``work`` (a scratch tensor in Ascend C) is accepted and "
-                  "unused.")
-    return op
+_HALF_MAX = 65504.0
 
 
-reduce_sum = _reduce("reduce_sum", np.sum)
-reduce_max = _reduce("reduce_max", np.max)
+def _tree_sum(v: np.ndarray, dtype) -> np.float64:
+    """Pairwise sum of ``v`` in ``dtype``: (v0+v1), (v2+v3) ... then the pairs' sums, each
+    add rounded to ``dtype`` (fp16 partial sums above 65504 are kept at 65504: ReduceSum page)."""
+    v = v.astype(np.float64)
+    while v.size > 1:
+        if v.size % 2:
+            v = np.append(v, 0.0)
+        v = _round(v[0::2] + v[1::2], dtype)
+    return v[0] if v.size else np.float64(0)
+
+
+def _round(x, dtype):
+    """``x`` (float64) rounded to ``dtype``; fp16 saturates at +-65504 instead of overflowing."""
+    if dtype == np.float16:
+        x = np.clip(x, -_HALF_MAX, _HALF_MAX)
+    return np.asarray(x).astype(dtype).astype(np.float64)
+
+
+def _reduce_operands(name, dst, src, tmp, count, where):
+    c = ctx()
+    count = _vec_operands(c, name, dst, (src,), count, where, dst_n=1)
+    _vec_operands(c, name, tmp, (), 1, where, same_dtype=False)   # UB, 32 B-aligned
+    if tmp.dtype != src.dtype:
+        raise errors.DTypeError(f"{format_src(where)}\n{name}: tmp is {tmp.dtype}, src "
+                                f"{src.dtype} (they must match)")
+    if src.dtype not in (np.float16, np.float32):
+        raise errors.DTypeError(f"{format_src(where)}\n{name} takes half or float tensors "
+                                f"(Ascend C {name}), got {src.dtype}")
+    per_block, per_repeat = 32 // src.dtype.itemsize, 256 // src.dtype.itemsize
+    need = -(-builtins.max(1, count // per_repeat) // per_block) * per_block
+    if tmp.size < need:
+        raise errors.ShapeError(
+            f"{format_src(where)}\n{name}: the tmp tensor holds {tmp.size} elements, but "
+            f"{count} x {src.dtype} needs at least {need} (one per 256 B repeat, rounded up to "
+            f"32 B: the workLocal size rule of the {name} page)")
+    return c, count, per_repeat
+
+
+def reduce_sum(dst: LocalTensor, src: LocalTensor, tmp: LocalTensor, count: int) -> None:
+    """``dst[0] = sum(src[:count])`` as Atlas A2/A3 add (Ascend C ReduceSum, count form,
+    ``atlasascendc_api_07_0078``, "method 2"): within each 256 B repeat a binary tree of
+    pairwise adds, then the repeats' sums one after another, every add rounded to the operand
+    type; a half partial sum above 65504 is kept at 65504. ``tmp`` (``sharedTmpBuffer`` /
+    ``workLocal``) receives the per-repeat sums and must hold ``ceil(max(1, count / repeat) /
+    block) x block`` elements. half or float only. V pipe, reduce cost class. Raises
+    PositionError, AlignmentError, ShapeError, DTypeError."""
+    where = caller_src()
+    c, count, per_repeat = _reduce_operands("reduce_sum", dst, src, tmp, count, where)
+    c.access(src, V, False, where, count, what="reduce_sum")
+    a = src.np(count)
+    sums = [_tree_sum(a[i:i + per_repeat], src.dtype) for i in range(0, count, per_repeat)]
+    total = np.float64(0)
+    for i, part in enumerate(sums):
+        total = part if i == 0 else _round(total + part, src.dtype)
+    c.access(tmp, V, True, where, len(sums), what="reduce_sum")
+    tmp.np(len(sums))[...] = np.asarray(sums).astype(tmp.dtype)
+    dst.np(1)[0] = np.asarray(total).astype(dst.dtype)
+    c.access(dst, V, True, where, 1, what="reduce_sum")
+    c.op(V, "reduce_sum", ("vec", "reduce", count * src.dtype.itemsize), where, flops=count)
+
+
+def reduce_max(dst: LocalTensor, src: LocalTensor, tmp: LocalTensor, count: int) -> None:
+    """``dst[0] = max(src[:count])`` (Ascend C ReduceMax, count form, without the index; exact
+    in any order). ``tmp`` as for :func:`reduce_sum` (it receives the per-repeat maxima).
+    half or float only. V pipe, reduce cost class."""
+    where = caller_src()
+    c, count, per_repeat = _reduce_operands("reduce_max", dst, src, tmp, count, where)
+    c.access(src, V, False, where, count, what="reduce_max")
+    a = src.np(count)
+    parts = [a[i:i + per_repeat].max() for i in range(0, count, per_repeat)]
+    c.access(tmp, V, True, where, len(parts), what="reduce_max")
+    tmp.np(len(parts))[...] = np.asarray(parts).astype(tmp.dtype)
+    dst.np(1)[0] = np.asarray(parts).max().astype(dst.dtype)
+    c.access(dst, V, True, where, 1, what="reduce_max")
+    c.op(V, "reduce_max", ("vec", "reduce", count * src.dtype.itemsize), where, flops=count)

@@ -45,7 +45,7 @@ def naive_kernel(a, b, c, M, N, K):
             a1, b1 = qa1.deque(), qb1.deque()
             a2, b2 = qa2.alloc_tensor(asc.half), qb2.alloc_tensor(asc.half)
             asc.load_data(a2, a1)                                  # L1 -> L0 (MTE1)
-            asc.load_data(b2, b1)
+            asc.load_data(b2, b1, transpose=True)
             qa2.enque(a2)
             qb2.enque(b2)
             a2, b2 = qa2.deque(), qb2.deque()

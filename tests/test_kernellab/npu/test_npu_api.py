@@ -123,7 +123,7 @@ def test_cast_and_reductions():
         qo.free_tensor(o)
         r = qo2.alloc_tensor(asc.half)
         asc.duplicate(r, 0.0, 16)
-        asc.reduce_max(r, a, n)
+        asc.reduce_max(r, a, tb.get_with_offset(asc.half, 16, n * 4), n)   # dst, src, tmp
         qo2.enque(r)
         r = qo2.deque()
         asc.data_copy(out16, r, 16)
@@ -242,3 +242,22 @@ def test_run_result_summary_chrome_and_gantt(tmp_path):
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+def test_former_tail_split_uses_every_core():
+    """The reference tiling deals 256-element blocks former/tail (Ascend C "Tail Core
+    Tiling"): n = 12,289 is 49 blocks, so one core takes two and 47 take one; all 48 work
+    (rounding each share up to 512 elements would have used 25). Shares tile [0, n)."""
+    from kernellab.npu.examples import add_tiling, share
+
+    n, cores = 12_289, 48
+    t = add_tiling(n, cores)
+    shares = [share(t, b) for b in range(cores)]
+    used = sum(1 for _, length in shares if length > 0)
+    print(f"n = {n:,} on {cores} vector cores: {used} cores used, "
+          f"{t.former_num} former x {t.former_len} + tail {t.tail_len}")
+    assert used == cores and t.former_num == 1
+    assert [s for s, _ in shares] == list(np.cumsum([0] + [ln for _, ln in shares[:-1]]))
+    assert sum(ln for _, ln in shares) == n and all(s % 256 == 0 for s, _ in shares)
+    res = run_add(n, cores, tile_len=1024)              # asserts z == x + y
+    assert res.cores_used == cores

@@ -140,10 +140,10 @@ def test_illegal_paths_and_positions():
         q = asc.TQue(P.A2, 1)
         pipe.init_buffer(q, 1, 512)
         t = q.alloc_tensor(asc.half)
-        asc.data_copy(t, x, N)  # BUG: no GM->L0A path
+        asc.data_copy(t, x, N)  # BUG: DataCopy has no GM->L0A path (Load2D has one)
 
     msg = trips(errors.PositionError, gm_to_l0, line="data_copy")
-    assert "no GM->L0 path" in msg
+    assert "does not move GM->L0A" in msg and "Load2D" in msg and "not model" in msg
 
     @asc.kernel(core="aic")
     def gm_to_l1(x, z):
@@ -529,7 +529,7 @@ def tbuf_mm(where, barrier):
                 asc.pipe_barrier(asc.PIPE_ALL)
             a2, b2 = qa.alloc_tensor(asc.half), qb.alloc_tensor(asc.half)
             asc.load_data(a2, a1)
-            asc.load_data(b2, b1)
+            asc.load_data(b2, b1, transpose=True)
             qa.enque(a2)
             qb.enque(b2)
             a2, b2 = qa.deque(), qb.deque()
@@ -542,7 +542,7 @@ def tbuf_mm(where, barrier):
             a1, b1 = qa.deque(), qb.deque()
             a2, b2 = ta.get(asc.half), tb.get(asc.half)
             asc.load_data(a2, a1)
-            asc.load_data(b2, b1)
+            asc.load_data(b2, b1, transpose=True)
             if barrier:
                 asc.pipe_barrier(asc.PIPE_ALL)
         co = qc.alloc_tensor(asc.float32)
@@ -627,3 +627,20 @@ def test_tbuf_history_through_a_loop():
     msg = trips(errors.DataRaceError, k, line="asc.adds(c, a, 2.0, N)")
     # the race is with the last refill, not an older, ordered one
     assert "MTE2 wrote them in data_copy" in msg, msg
+
+
+def test_dma_into_a_vecout_tensor_is_a_queue_protocol_error_not_a_path_error():
+    """GM->UB is one path whatever the UB position; MTE2 writing a VECOUT queue's tensor
+    breaks the queue protocol (that queue orders V before MTE3 only)."""
+
+    @asc.kernel(core="aiv")
+    def gm_into_vecout(x, z):
+        pipe = asc.TPipe()
+        qo = asc.TQue(P.VECOUT, 1)
+        pipe.init_buffer(qo, 1, N * 2)
+        c = qo.alloc_tensor(asc.half)
+        asc.data_copy(c, x, N)  # BUG: MTE2 writes what the VECOUT queue hands V -> MTE3
+
+    msg = trips(errors.QueueRoleError, gm_into_vecout, line="asc.data_copy(c, x, N)")
+    assert "MTE2 writes a VECOUT tensor" in msg and "not the problem" in msg
+    assert errors.QueueRoleError.kind == "queue-role"

@@ -37,10 +37,10 @@ def test_every_constant_has_a_provenance_tag_and_the_table_prints_them():
               if f.name not in ("name", "version", "description", "arch")]
     assert set(consts) == set(PROVENANCE)
     rows = m.rows()
-    assert {r[3] for r in rows} <= {"S", "S2", "D", "A"}
+    assert {r[3] for r in rows} <= {"S", "T", "D", "A"}
     assert all(r[4] for r in rows)  # every row has a source note
     text = m.table()
-    for tag in ("[S]", "[S2]", "[D]", "[A]"):
+    for tag in ("[S]", "[T]", "[D]", "[A]"):
         assert tag in text
     assert "ascend910b-like@1" in text and "hbm_gbps" in text
     assert npu.describe("tiny").startswith("machine tiny@1")

@@ -165,7 +165,7 @@ def test_the_cube_runs_one_fractal_per_cycle_and_the_vector_one_repeat_per_cycle
         a1, b1 = qa1.deque(), qb1.deque()
         a2, b2 = qa2.alloc_tensor(), qb2.alloc_tensor()
         asc.load_data(a2, a1)
-        asc.load_data(b2, b1)
+        asc.load_data(b2, b1, transpose=True)
         qa2.enque(a2), qb2.enque(b2)
         a2, b2 = qa2.deque(), qb2.deque()
         co = qc.alloc_tensor(asc.float32)
@@ -260,3 +260,13 @@ def test_simulator_speed():
     r = run_matmul(256, 256, 256)
     assert time.perf_counter() - t < 5
     assert r.cycles > 0
+
+
+def test_bottleneck_cause_tells_a_cores_dma_cap_from_hbm(runs):
+    """Both runs are MTE2-bound; one core never asks HBM for more than its own DMA cap (HBM
+    never saturated), 48 cores ask for more than the sustained bandwidth for most of the run."""
+    one, many = runs["add1x2"], runs["add48"]
+    assert one.bottleneck == many.bottleneck == "MTE2"
+    assert one.hbm_saturated_pct == 0 and one.bottleneck_cause == "the core's own DMA rate cap"
+    assert many.hbm_saturated_pct >= 50 and many.bottleneck_cause == "HBM bandwidth"
+    assert "HBM bandwidth" in many.summary() and "DMA rate cap" in one.summary()
