@@ -38,8 +38,11 @@ Versions::
                      speedup is measured against.
     v2 flash2        FlashAttention-2's forward pass (Dao 2023, Algorithm 1 and §3.1), one
                      launch. Grid (T_r = ceil(N / Br), B*H): one thread block per (b, h, block
-                     of Br query rows), one thread per query row (the limit of FA2's "split-Q":
-                     no thread needs another's softmax statistics). The block stages its Q tile
+                     of Br query rows), one thread per query row: a scalar fused kernel (FP32
+                     FMAs, no tensor cores). FA2 itself (§3.3) gives each warp 16-row slices
+                     on tensor-core tiles (mma.m16n8k16), each row spread over a quad of 4
+                     lanes that combine max and sum with shuffles; its "split-Q" means the
+                     warps exchange nothing. The block stages its Q tile
                      in shared memory (coalesced), each thread copies its row to ``q`` and
                      zeroes ``o`` (``cuda.local`` arrays indexed only by the unrolled t loop:
                      registers while they fit; at d = 128 they exceed the 255 registers a thread
