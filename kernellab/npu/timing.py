@@ -39,7 +39,9 @@ The model
   recomputed by water-filling: each gets ``min(cap, level)`` with the level chosen so the rates
   sum to at most the sustained HBM bandwidth (``hbm_gbps x hbm_efficiency_pct``). A
   transfer whose first GM address is not
-  ``gm_align_bytes``-aligned moves its bytes at ``gm_misaligned_eff_pct`` % efficiency.
+  ``gm_align_bytes``-aligned moves its bytes at ``gm_misaligned_eff_pct`` % efficiency: the
+  best-practice guide's figure for a 32 B-aligned start (its worst case) charged to every
+  misaligned start, so the model's penalty is an upper bound, not a measured rate.
 * **L2.** LRU over ``l2_line``-byte lines of ``l2_bytes``, looked up when a transfer starts;
   reads allocate on miss, writes allocate their lines (write-through). GM is cold at launch.
 * **Blocks.** Block ``i`` runs on physical core ``i mod n`` (n = cores of the kernel's type);

@@ -73,3 +73,18 @@ def test_platform_info():
     assert p.ub_size == 196608 - 256 and p.l1_size == 524288 - 256
     assert npu.platform_info("tiny").vector_core_num == 4
     assert npu.asc.platform_info() == p  # on the host: the default card
+
+
+def test_clock_and_core_counts_come_from_one_chip_variant():
+    """The clock and the core counts are read from the same platform file (the 910B1's), so
+    the derived peak describes one chip; third-party and assumed rows are not tagged [S]."""
+    from kernellab.npu.machine import PROVENANCE
+
+    for f in ("freq_mhz", "n_aic", "n_aiv"):
+        assert PROVENANCE[f][1] == "S" and "Ascend910B1.ini" in PROVENANCE[f][2], f
+    for f in ("ub_reserved", "l1_reserved", "hbm_gbps", "l1_to_l0a_bpc"):
+        assert PROVENANCE[f][1] == "T", f
+    for f in ("gm_read_miss_bpc", "l1_to_l0b_bpc"):
+        assert PROVENANCE[f][1] == "A", f
+    mc = npu.get_machine("ascend910b-like@1")
+    assert mc.cube_tflops_fp16 == mc.n_aic * 2 * 16 ** 3 * mc.freq_mhz * 1e6 / 1e12
