@@ -22,7 +22,8 @@ pipes (an unordered cross-pipe TBuf access raises DataRaceError).
 
 Data movement: :func:`data_copy` (GM->UB and GM->L1 on MTE2, UB->GM on MTE3; ``nd2nz=`` for a
 2-D block into L1), :func:`data_copy_pad` (any length, GM<->UB), :func:`load_data` (L1->L0A/L0B
-on MTE1), :func:`fixpipe` (L0C->GM on FIX).
+on MTE1: a block, or a :class:`LoadData2DParams` fractal walk as in Ascend C), :func:`fixpipe`
+(L0C->GM on FIX).
 
 Vector (count form, on the V pipe; operands in UB, 32 B-aligned; reductions take (dst, src,
 tmp, count)): :func:`add`, :func:`sub`,
@@ -62,7 +63,8 @@ from kernellab.npu.tensors import (ALLOCATED, DEQUEUED, ENQUEUED, FREE, Alloc, G
 
 __all__ = [
     "TPosition", "GlobalTensor", "LocalTensor", "GM", "half", "float16", "float32", "bfloat16",
-    "int8", "int16", "int32", "uint8", "TPipe", "TQue", "TBuf", "Nd2NzParams", "kernel",
+    "int8", "int16", "int32", "uint8", "TPipe", "TQue", "TBuf", "Nd2NzParams", "LoadData2DParams",
+    "kernel",
     "Kernel", "tiling_struct", "get_block_idx", "get_block_num", "get_sub_block_idx",
     "core_type", "platform_info", "data_copy", "data_copy_pad", "load_data", "mmad", "fixpipe",
     "add", "sub", "mul", "div", "adds", "muls", "maxs", "mins", "exp", "ln",
@@ -476,7 +478,7 @@ def pipe_barrier(pipe=PIPE_ALL) -> None:
 
 
 # the instructions, one module per unit (re-exported: students write asc.data_copy, asc.add ...)
-from kernellab.npu.cube import fixpipe, load_data, mmad  # noqa: E402
+from kernellab.npu.cube import LoadData2DParams, fixpipe, load_data, mmad  # noqa: E402
 from kernellab.npu.dma import Nd2NzParams, data_copy, data_copy_pad  # noqa: E402
 from kernellab.npu.vector import (abs, add, adds, cast, div, duplicate, exp, ln, max,  # noqa: E402,F401
                                   maxs, min, mins, mul, muls, reciprocal, reduce_max,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,9 +23,68 @@ from kernellab.npu.tensors import GlobalTensor, LocalTensor, TPosition
 from kernellab.npu.dma import _paths_help, _segments
 
 
-def load_data(dst: LocalTensor, src: LocalTensor, *, row: int = 0, col: int = 0,
-              rows: int | None = None, cols: int | None = None, transpose: bool = False) -> None:
-    """Copy the fractal-aligned block ``src[row:row+rows, col:col+cols]`` of a 2-D L1 tensor
+@dataclass(frozen=True)
+class LoadData2DParams:
+    """Ascend C ``LoadData2DParams`` (Load2D page, ``atlasascendc_api_07_0238``), in fractals of
+    512 B: ``repeat_times`` source fractals, the first at ``start_index``, ``src_stride`` apart,
+    written one after another into the destination with ``dst_gap`` fractals between them; each
+    transposed in place when ``if_transpose`` (2-byte types here; int8 transposes need
+    LoadDataWithTranspose, not modelled). ``sid`` and ``addrMode`` are not modelled."""
+
+    start_index: int = 0
+    repeat_times: int = 1
+    src_stride: int = 1
+    dst_gap: int = 0
+    if_transpose: bool = False
+
+
+def _load_2d(c, dst, src, p: LoadData2DParams, where) -> None:
+    """The fractal walk of LoadData2DParams: bytes only, no shape (the cube reads the result by
+    mmad's m, n, k, as the hardware does)."""
+    isz = src.dtype.itemsize
+    fe = 512 // isz                                      # elements per fractal
+    fr, fc = 16, 32 // isz
+    if p.if_transpose and isz != 2:
+        raise errors.DTypeError(f"{format_src(where)}\nLoadData2DParams.if_transpose on "
+                                f"{src.dtype}: Load2D transposes 16 x 16 fractals of 2-byte "
+                                "types; int8 needs LoadDataWithTranspose (not modelled)")
+    if p.repeat_times < 1 or p.start_index < 0 or p.src_stride < 0 or p.dst_gap < 0:
+        raise errors.ShapeError(f"{format_src(where)}\n{p}: repeat_times >= 1 and the other "
+                                "fields >= 0")
+    last_src = (p.start_index + (p.repeat_times - 1) * p.src_stride + 1) * fe
+    span = ((p.repeat_times - 1) * (1 + p.dst_gap) + 1) * fe
+    if last_src > src.size or span > dst.size:
+        raise errors.ShapeError(
+            f"{format_src(where)}\nload_data {p}: reads fractals up to element {last_src} of "
+            f"an L1 tensor of {src.size} and writes {span} elements into one of {dst.size}")
+    nzb = src._mem.nz[src._boff:src._boff + last_src * isz]
+    if not nzb.all():
+        raise errors.ShapeError(f"{format_src(where)}\nload_data reads L1 bytes that a 1-D "
+                                "data_copy filled last (ND rows, not NZ fractals); fill the L1 "
+                                "tensor with data_copy(..., nd2nz=...)")
+    c.access(src, MTE1, False, where, last_src, what="load_data")
+    c.access(dst, MTE1, True, where, span, what="load_data")
+    s_all, d_all = src.np(last_src), dst.np(span)
+    for r in range(p.repeat_times):
+        si = (p.start_index + r * p.src_stride) * fe
+        f = s_all[si:si + fe].reshape(fr, fc)
+        di = r * (1 + p.dst_gap) * fe
+        d_all[di:di + fe] = (f.T if p.if_transpose else f).reshape(-1)
+    dst._alloc.raw = True
+    nb = p.repeat_times * 512
+    c.op(MTE1, "load_data", ("load", dst.position.memory, nb), where, nb,
+         path=f"L1->{dst.position.memory}")
+
+
+def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams | None = None, *,
+              row: int = 0, col: int = 0, rows: int | None = None, cols: int | None = None,
+              transpose: bool = False) -> None:
+    """With ``params`` (a :class:`LoadData2DParams`): the real Load2D fractal walk, for kernels
+    ported from Ascend C; the L0 tensor then has no shape, and ``mmad`` reads it by m, n, k
+    (ZZ for A, ZN for B) — so a walk that leaves B's fractals row-major gives a wrong C, as on
+    the hardware. Without ``params``, the block form below.
+
+    Copy the fractal-aligned block ``src[row:row+rows, col:col+cols]`` of a 2-D L1 tensor
     (NZ) into an L0A (A2) or L0B (B2) tensor on MTE1, fractal by fractal. ``row`` and ``rows``
     must be multiples of 16, ``col`` and ``cols`` of 32 B.
 
@@ -58,6 +118,12 @@ def load_data(dst: LocalTensor, src: LocalTensor, *, row: int = 0, col: int = 0,
         raise errors.AlignmentError(f"{format_src(where)}\nload_data: destination starts at "
                                     f"{dst._mem.name} offset {dst._boff}, not a multiple of "
                                     f"{dst._mem.align} B")
+    if params is not None:
+        if not isinstance(params, LoadData2DParams):
+            raise errors.ShapeError(f"{format_src(where)}\nload_data's third argument is a "
+                                    f"LoadData2DParams, got {type(params).__name__}")
+        _load_2d(c, dst, src, params, where)
+        return
     isz = src.dtype.itemsize
     c0 = 32 // isz
     rows = src.rows - row if rows is None else int(rows)
@@ -101,9 +167,18 @@ def load_data(dst: LocalTensor, src: LocalTensor, *, row: int = 0, col: int = 0,
          path=f"L1->{dst.position.memory}")
 
 
-def _operand(t: LocalTensor, name: str, want: str, where) -> np.ndarray:
+def _operand(t: LocalTensor, name: str, want: str, where, shape=None) -> np.ndarray:
     """The matrix an L0A/L0B tensor holds, read as the cube reads it (``want``: ZZ for A, ZN
-    for B). Raises LayoutError when the tensor's fractals are the other way round."""
+    for B). Raises LayoutError when the tensor's fractals are the other way round. A tensor
+    filled by LoadData2DParams walks has no shape or tag: it is read as ``want`` with
+    ``shape`` (from m, n, k, padded to fractals), right or wrong, as the hardware reads it."""
+    fr, fc = fractal_shape(want, t.dtype.itemsize, t.position.memory)
+    if t.rows is None and t._alloc.raw and shape is not None:
+        r, cc = align_up(shape[0], fr), align_up(shape[1], fc)
+        if r * cc > t.size:
+            raise errors.ShapeError(f"{format_src(where)}\nmmad: {name} of {r}x{cc} (padded) "
+                                    f"does not fit the {t.position.name} tensor of {t.size}")
+        return decode(t.np(r * cc), want, r, cc, fr, fc)
     if t.fmt != want:
         flag = "with" if want == "ZN" else "without"
         got = ("row-major (ZZ: L1's NZ fractals copied as they are)" if t.fmt == "ZZ" else
@@ -115,7 +190,6 @@ def _operand(t: LocalTensor, name: str, want: str, where) -> np.ndarray:
             f"{t.position.name} tensor's fractals are {got}. On the hardware the cube would "
             f"read every fractal of {name} transposed and compute a wrong result. Load {name} "
             f"{flag} the flag: asc.load_data(..., transpose={want == 'ZN'}).")
-    fr, fc = fractal_shape(want, t.dtype.itemsize, t.position.memory)
     return decode(t.np(t.rows * t.cols), want, t.rows, t.cols, fr, fc)
 
 
@@ -168,10 +242,11 @@ def mmad(co1: LocalTensor, a2: LocalTensor, b2: LocalTensor, m: int, n: int, k: 
     if builtins.min(m, n, k) < 1:
         raise errors.ShapeError(f"{format_src(where)}\nmmad m, n, k must be >= 1")
     for t, nm in ((a2, "A2"), (b2, "B2")):
-        if t.rows is None:
+        if t.rows is None and not t._alloc.raw:
             raise errors.ShapeError(f"{format_src(where)}\nmmad: the {nm} tensor has no 2-D "
                                     "shape; fill it with load_data first")
-    if a2.rows < m or a2.cols < k or b2.rows < k or b2.cols < n:
+    if (a2.rows is not None and (a2.rows < m or a2.cols < k)) or \
+            (b2.rows is not None and (b2.rows < k or b2.cols < n)):
         raise errors.ShapeError(
             f"{format_src(where)}\nmmad m={m}, n={n}, k={k}: A2 holds {a2.rows}x{a2.cols} "
             f"(needs >= {m}x{k}), B2 holds {b2.rows}x{b2.cols} (needs >= {k}x{n})")
@@ -183,13 +258,16 @@ def mmad(co1: LocalTensor, a2: LocalTensor, b2: LocalTensor, m: int, n: int, k: 
         raise errors.ShapeError(
             f"{format_src(where)}\nmmad(init=False) accumulates into a CO1 tensor of shape "
             f"{co1.rows}x{co1.cols}, but m, n give {mp}x{np_} (start with init=True)")
-    c.access(a2, M, False, where, a2.rows * a2.cols, what="mmad")
-    c.access(b2, M, False, where, b2.rows * b2.cols, what="mmad")
+    kin = 32 // a2.dtype.itemsize
+    na = a2.rows * a2.cols if a2.rows is not None else align_up(m, 16) * align_up(k, kin)
+    nb_ = b2.rows * b2.cols if b2.rows is not None else align_up(k, kin) * align_up(n, 16)
+    c.access(a2, M, False, where, na, what="mmad")
+    c.access(b2, M, False, where, nb_, what="mmad")
     if not init:
         c.access(co1, M, False, where, mp * np_, what="mmad")
     c.access(co1, M, True, where, mp * np_, what="mmad")
-    A = _operand(a2, "A", "ZZ", where)[:m, :k]
-    B = _operand(b2, "B", "ZN", where)[:k, :n]
+    A = _operand(a2, "A", "ZZ", where, (m, k))[:m, :k]
+    B = _operand(b2, "B", "ZN", where, (k, n))[:k, :n]
     C = decode(co1.np(mp * np_), "NZ", mp, np_, 16, 16) if not init else \
         np.zeros((mp, np_), dtype=co1.dtype)
     if kind == "i8":

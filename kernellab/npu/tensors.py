@@ -156,7 +156,7 @@ class Alloc:
     """One allocation (a queue block between alloc_tensor and free_tensor, or a TBuf buffer).
     Holds the state machine shared by every view of it."""
 
-    __slots__ = ("queue", "slot", "state", "label", "srcs", "tid", "hist")
+    __slots__ = ("queue", "slot", "state", "label", "srcs", "tid", "hist", "raw")
 
     def __init__(self, queue, slot, label, tid, src):
         self.queue = queue
@@ -168,6 +168,9 @@ class Alloc:
         # a TBuf's recent accesses, for the cross-pipe ordering check (runtime.BlockContext);
         # None for queue tensors (their state machine orders the pipes)
         self.hist = None
+        # True once LoadData2DParams fractal moves wrote this allocation: mmad then reads it,
+        # as the hardware does, by m, n, k alone (cube.load_data)
+        self.raw = False
 
 
 class LocalTensor:

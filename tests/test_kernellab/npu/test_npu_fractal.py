@@ -155,3 +155,63 @@ def test_int8_matmul_with_per_channel_dequantisation_in_fixpipe():
     npu.launch(_mm_kernel({}, scale=scale), 1, (A, B, C, m, n, k))
     exact = (A.astype(np.int64) @ B.astype(np.int64)) * scale[None, :]
     assert np.array_equal(C, exact.astype(np.float16))
+
+
+def _ported_kernel(b_transpose):
+    """The vendor matmul sample's SplitA / SplitB, ported call for call: LoadData2DParams walks
+    over 512 B fractals ("transform nz to zz" for A, "transform nz to zn" for B)."""
+
+    @asc.kernel(core="aic")
+    def mm(a, b, c, m: int, n: int, k: int):
+        m1, k1, n1 = m // 16, k // 16, n // 16
+        pipe = asc.TPipe()
+        q_a1, q_b1 = asc.TQue(P.A1, 1), asc.TQue(P.B1, 1)
+        q_a2, q_b2, q_c = asc.TQue(P.A2, 1), asc.TQue(P.B2, 1), asc.TQue(P.CO1, 1)
+        for q, nb in ((q_a1, m * k * 2), (q_b1, k * n * 2), (q_a2, m * k * 2),
+                      (q_b2, k * n * 2), (q_c, m * n * 4)):
+            pipe.init_buffer(q, 1, nb)
+        a1, b1 = q_a1.alloc_tensor(asc.half), q_b1.alloc_tensor(asc.half)
+        asc.data_copy(a1, a, nd2nz=(m, k, k))
+        asc.data_copy(b1, b, nd2nz=(k, n, n))
+        q_a1.enque(a1)
+        q_b1.enque(b1)
+        a1, b1 = q_a1.deque(), q_b1.deque()
+        a2, b2 = q_a2.alloc_tensor(asc.half), q_b2.alloc_tensor(asc.half)
+        for i in range(m1):                               # row i of A's fractals -> ZZ
+            asc.load_data(a2[i * 16 * k:], a1, asc.LoadData2DParams(
+                start_index=i, repeat_times=k1, src_stride=m1))
+        for i in range(k1):                               # row i of B's fractals -> ZN
+            asc.load_data(b2[i * 16 * n:], b1, asc.LoadData2DParams(
+                start_index=i, repeat_times=n1, src_stride=k1, if_transpose=b_transpose))
+        q_a2.enque(a2)
+        q_b2.enque(b2)
+        q_a1.free_tensor(a1)
+        q_b1.free_tensor(b1)
+        a2, b2 = q_a2.deque(), q_b2.deque()
+        co = q_c.alloc_tensor(asc.float32)
+        asc.mmad(co, a2, b2, m, n, k, init=True)
+        q_c.enque(co)
+        q_a2.free_tensor(a2)
+        q_b2.free_tensor(b2)
+        co = q_c.deque()
+        asc.fixpipe(c, co, m, n)
+        q_c.free_tensor(co)
+
+    return mm
+
+
+def test_a_kernel_ported_from_ascend_c_is_right_and_without_the_flag_wrong():
+    m, k, n = 32, 48, 64
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((m, k)).astype(np.float16)
+    B = rng.standard_normal((k, n)).astype(np.float16)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    C = np.full((m, n), np.nan, np.float32)
+    npu.launch(_ported_kernel(True), 1, (A, B, C, m, n, k))
+    np.testing.assert_allclose(C, ref, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+    wrong = np.full((m, n), np.nan, np.float32)
+    npu.launch(_ported_kernel(False), 1, (A, B, wrong, m, n, k))   # the hardware's wrong C
+    blockwise_t = B.reshape(k // 16, 16, n // 16, 16).transpose(0, 3, 2, 1).reshape(k, n)
+    np.testing.assert_allclose(wrong, A.astype(np.float64) @ blockwise_t.astype(np.float64),
+                               rtol=1e-5, atol=1e-5 * np.sqrt(k))
+    assert not np.allclose(wrong, ref, atol=1e-2)
