@@ -159,6 +159,8 @@ Architecture whitepaper (2020).
   Ultrason. Sonochem. 99:106546 (2023) [secondary].
 * Measured L2 bandwidth is about 5.x TB/s (te42kyfo/gpu-benches, README "gpu-l2-cache")
   [secondary]. The model uses the peak, like every other roof here.
+* ``l2_bytes``: 40 MB of L2 (the whitepaper's "40 MB L2 cache" [memory]; the CUDA ``deviceQuery``
+  sample prints "L2 Cache Size: 41943040 bytes" = 40 MiB on an A100-SXM4-40GB [secondary]).
 * The 80 GB part has 2039 GB/s DRAM and is otherwise the same. Make it with
   ``dataclasses.replace(PROFILES["a100"], name="a100-80gb", dram_bytes_per_s=2039e9)``.
 
@@ -171,9 +173,13 @@ Architecture whitepaper (2020).
   that ``nvidia-smi`` reports for H100 SXM5 [memory].
 * L2: 5120 B/clk x 1.98 GHz = 10.1 TB/s [assumption]. NVIDIA publishes no H100 L2 bytes/clock,
   so the A100 figure is reused per clock, as the Ultrason. Sonochem. table above does.
+* ``l2_bytes``: 50 MB of L2 on H100 SXM5 (NVIDIA H100 Tensor Core GPU Architecture
+  whitepaper, 2022: "50 MB L2 cache"), taken as 50 MiB as ``deviceQuery`` counts it [memory].
 
 **h200: NVIDIA H200 SXM 141 GB.** It is H100 SXM5 compute (same GH100 die, 132 SMs, 67 TFLOP/s
 FP32) with HBM3e at 4.8 TB/s (NVIDIA's H200 product page, via secondary copies) [secondary].
+Its ``l2_bytes`` is the H100's 50 MB [derived: the same GH100 die; NVIDIA's H200 pages
+give no L2 size].
 
 Per-SM figures, all profiles:
 
@@ -289,6 +295,7 @@ class DeviceProfile:
         max_blocks_per_sm: resident-block limit per SM.
         registers_per_sm: 32-bit registers of one SM (also the most one block may use).
         max_registers_per_thread: the most registers ptxas gives one thread.
+        l2_bytes: the L2 cache of the whole chip, bytes.
     """
 
     name: str
@@ -308,10 +315,11 @@ class DeviceProfile:
     max_blocks_per_sm: int = 32
     registers_per_sm: int = 65536
     max_registers_per_thread: int = 255
+    l2_bytes: int = 40 * 1024 * 1024
 
     def __post_init__(self):
         for f in ("sm_count", "clock_ghz", "fp32_flops", "dram_bytes_per_s", "l2_bytes_per_s",
-                  "shared_bytes_per_s_per_sm"):
+                  "shared_bytes_per_s_per_sm", "l2_bytes"):
             v = getattr(self, f)
             if not (math.isfinite(v) and v > 0):
                 raise ValueError(f"DeviceProfile {self.name!r}: {f} must be > 0, got {v!r}")
@@ -342,7 +350,7 @@ _HOPPER_CARVEOUTS_KIB = _AMPERE_CARVEOUTS_KIB + (196, 228)  # Hopper Tuning Guid
 
 
 def _profile(name, description, sms, ghz, fp32_flops, dram_bytes_per_s, max_shared_kib,
-             l1_kib, carveouts_kib):
+             l1_kib, carveouts_kib, l2_mib):
     return DeviceProfile(
         name=name, description=description, sm_count=sms, clock_ghz=ghz,
         fp32_flops=fp32_flops, dram_bytes_per_s=dram_bytes_per_s,
@@ -351,16 +359,16 @@ def _profile(name, description, sms, ghz, fp32_flops, dram_bytes_per_s, max_shar
         launch_overhead_s=_LAUNCH_S, barrier_cycles=_BARRIER_CYCLES,
         max_threads_per_sm=2048, max_shared_per_sm=max_shared_kib * 1024,
         l1_shared_bytes_per_sm=l1_kib * 1024,
-        shared_carveouts=tuple(k * 1024 for k in carveouts_kib))
+        shared_carveouts=tuple(k * 1024 for k in carveouts_kib), l2_bytes=l2_mib * 1024 * 1024)
 
 
 PROFILES: dict[str, DeviceProfile] = {
     "a100": _profile("a100", "NVIDIA A100-SXM4-40GB", 108, _A100_CLOCK_GHZ, 19.5e12, 1555e9, 164,
-                     192, _AMPERE_CARVEOUTS_KIB),
+                     192, _AMPERE_CARVEOUTS_KIB, 40),
     "h100": _profile("h100", "NVIDIA H100 SXM5 80GB", 132, _H100_CLOCK_GHZ, 67e12, 3.35e12, 228,
-                     256, _HOPPER_CARVEOUTS_KIB),
+                     256, _HOPPER_CARVEOUTS_KIB, 50),
     "h200": _profile("h200", "NVIDIA H200 SXM 141GB", 132, _H100_CLOCK_GHZ, 67e12, 4.8e12, 228,
-                     256, _HOPPER_CARVEOUTS_KIB),
+                     256, _HOPPER_CARVEOUTS_KIB, 50),
 }
 
 DEFAULT_PROFILE = "a100"

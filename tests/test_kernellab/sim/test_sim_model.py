@@ -67,6 +67,11 @@ def test_profiles_match_published_figures():
         with pytest.raises(dataclasses.FrozenInstanceError):
             p.sm_count = 1
     assert A100.max_shared_per_sm == 167936 and H100.max_shared_per_sm == 233472
+    # L2: A100 whitepaper 40 MB (deviceQuery: 41943040 bytes); H100 whitepaper 50 MB; the
+    # H200 is the same GH100 die (the replace() above already holds it equal to the H100's)
+    assert (A100.l2_bytes, H100.l2_bytes, h2.l2_bytes) == (41943040, 50 * 2**20, 50 * 2**20)
+    with pytest.raises(ValueError, match="l2_bytes must be > 0"):
+        dataclasses.replace(A100, l2_bytes=0)
 
 
 def test_bad_profile_name_lists_the_valid_ones():
