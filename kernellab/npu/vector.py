@@ -185,7 +185,8 @@ _HALF_MAX = 65504.0
 
 def _tree_sum(v: np.ndarray, dtype) -> np.float64:
     """Pairwise sum of ``v`` in ``dtype``: (v0+v1), (v2+v3) ... then the pairs' sums, each
-    add rounded to ``dtype`` (fp16 partial sums above 65504 are kept at 65504: ReduceSum page)."""
+    add rounded to ``dtype`` (fp16 partial sums above 65504 are kept at 65504: ReduceSum page;
+    below -65504 kept at -65504: [A] assumed, see :func:`_round`)."""
     v = v.astype(np.float64)
     while v.size > 1:
         if v.size % 2:
@@ -195,7 +196,9 @@ def _tree_sum(v: np.ndarray, dtype) -> np.float64:
 
 
 def _round(x, dtype):
-    """``x`` (float64) rounded to ``dtype``; fp16 saturates at +-65504 instead of overflowing."""
+    """``x`` (float64) rounded to ``dtype``; fp16 saturates instead of overflowing. The
+    ReduceSum page (``atlasascendc_api_07_0078``) documents only the positive case (a sum above
+    65504 is kept at 65504); the symmetric clamp at -65504 is [A] assumed (not on the page)."""
     if dtype == np.float16:
         x = np.clip(x, -_HALF_MAX, _HALF_MAX)
     return np.asarray(x).astype(dtype).astype(np.float64)
@@ -227,8 +230,10 @@ def reduce_sum(dst: LocalTensor, src: LocalTensor, tmp: LocalTensor, count: int)
     pairwise adds, then the repeats' sums one after another, every add rounded to the operand
     type; a half partial sum above 65504 is kept at 65504. ``tmp`` (``sharedTmpBuffer`` /
     ``workLocal``) receives the per-repeat sums and must hold ``ceil(max(1, count / repeat) /
-    block) x block`` elements. half or float only. V pipe, reduce cost class. Raises
-    PositionError, AlignmentError, ShapeError, DTypeError."""
+    block) x block`` elements (the page's minimum: ``floor``, so a tail repeat may have no
+    slot). At most ``tmp.size`` partials are written: a tail repeat's sum that finds no slot
+    is folded into the running total only, never written past ``tmp``. half or float only.
+    V pipe, reduce cost class. Raises PositionError, AlignmentError, ShapeError, DTypeError."""
     where = caller_src()
     c, count, per_repeat = _reduce_operands("reduce_sum", dst, src, tmp, count, where)
     c.access(src, V, False, where, count, what="reduce_sum")
@@ -237,8 +242,9 @@ def reduce_sum(dst: LocalTensor, src: LocalTensor, tmp: LocalTensor, count: int)
     total = np.float64(0)
     for i, part in enumerate(sums):
         total = part if i == 0 else _round(total + part, src.dtype)
-    c.access(tmp, V, True, where, len(sums), what="reduce_sum")
-    tmp.np(len(sums))[...] = np.asarray(sums).astype(tmp.dtype)
+    kept = builtins.min(len(sums), tmp.size)          # never past the end of tmp
+    c.access(tmp, V, True, where, kept, what="reduce_sum")
+    tmp.np(kept)[...] = np.asarray(sums[:kept]).astype(tmp.dtype)
     dst.np(1)[0] = np.asarray(total).astype(dst.dtype)
     c.access(dst, V, True, where, 1, what="reduce_sum")
     c.op(V, "reduce_sum", ("vec", "reduce", count * src.dtype.itemsize), where, flops=count)
@@ -246,15 +252,17 @@ def reduce_sum(dst: LocalTensor, src: LocalTensor, tmp: LocalTensor, count: int)
 
 def reduce_max(dst: LocalTensor, src: LocalTensor, tmp: LocalTensor, count: int) -> None:
     """``dst[0] = max(src[:count])`` (Ascend C ReduceMax, count form, without the index; exact
-    in any order). ``tmp`` as for :func:`reduce_sum` (it receives the per-repeat maxima).
+    in any order). ``tmp`` as for :func:`reduce_sum` (it receives at most ``tmp.size`` of the
+    per-repeat maxima; the rest only enter the result).
     half or float only. V pipe, reduce cost class."""
     where = caller_src()
     c, count, per_repeat = _reduce_operands("reduce_max", dst, src, tmp, count, where)
     c.access(src, V, False, where, count, what="reduce_max")
     a = src.np(count)
     parts = [a[i:i + per_repeat].max() for i in range(0, count, per_repeat)]
-    c.access(tmp, V, True, where, len(parts), what="reduce_max")
-    tmp.np(len(parts))[...] = np.asarray(parts).astype(tmp.dtype)
+    kept = builtins.min(len(parts), tmp.size)         # never past the end of tmp
+    c.access(tmp, V, True, where, kept, what="reduce_max")
+    tmp.np(kept)[...] = np.asarray(parts[:kept]).astype(tmp.dtype)
     dst.np(1)[0] = np.asarray(parts).max().astype(dst.dtype)
     c.access(dst, V, True, where, 1, what="reduce_max")
     c.op(V, "reduce_max", ("vec", "reduce", count * src.dtype.itemsize), where, flops=count)

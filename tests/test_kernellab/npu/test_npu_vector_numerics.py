@@ -85,3 +85,55 @@ def test_tmp_too_small_is_a_shape_error():
     x = np.ones(4096, np.float16)                     # 32 repeats: tmp needs 32 halves
     with pytest.raises(errors.ShapeError, match="needs at least 32"):
         _reduce(x, tmp_elems=16)
+
+
+@pytest.mark.parametrize("op", ["reduce_sum", "reduce_max"])
+def test_minimum_tmp_never_written_past_its_end(op):
+    """2049 halves: the page's minimum tmp is floor(2049/128) = 16 halves, but there are 17
+    repeats. The tail repeat enters the result, never the next buffer (all 7s stay 7)."""
+    n = 2049
+
+    @asc.kernel(core="aiv")
+    def k(x, out, nb_out):
+        pipe = asc.TPipe()
+        qi, qo, qn = asc.TQue(P.VECIN, 1), asc.TQue(P.VECOUT, 1), asc.TQue(P.VECOUT, 1)
+        pipe.init_buffer(qi, 1, -(-n * 2 // 32) * 32)
+        pipe.init_buffer(qo, 1, 32)
+        pipe.init_buffer(qn, 1, 32)
+        tb, nb = asc.TBuf(P.VECCALC), asc.TBuf(P.VECCALC)
+        pipe.init_buffer(tb, 32)
+        pipe.init_buffer(nb, 32)
+        nbt = nb.get(asc.half, 16)
+        asc.duplicate(nbt, 7.0, 16)
+        a = qi.alloc_tensor(asc.half)
+        asc.data_copy_pad(a, x, n)
+        qi.enque(a)
+        a = qi.deque(asc.half)
+        r = qo.alloc_tensor(asc.half)
+        asc.duplicate(r, 0.0, 16)
+        getattr(asc, op)(r, a, tb.get(asc.half, 16), n)
+        asc.pipe_barrier(asc.PIPE_ALL)
+        m = qn.alloc_tensor(asc.half)
+        asc.adds(m, nbt, 0.0, 16)
+        qo.enque(r)
+        qn.enque(m)
+        qi.free_tensor(a)
+        r, m = qo.deque(asc.half), qn.deque(asc.half)
+        asc.data_copy(out, r, 16)
+        asc.data_copy(nb_out, m, 16)
+        qo.free_tensor(r)
+        qn.free_tensor(m)
+
+    x = np.ones(n, np.float16)
+    x[-1] = 3.0                                # the tail repeat's element: it must count
+    out, nb_out = np.zeros(16, np.float16), np.zeros(16, np.float16)
+    npu.launch(k, 1, (x, out, nb_out))
+    assert (nb_out == 7).all()
+    assert out[0] == (_by_hand(x) if op == "reduce_sum" else 3.0)
+
+
+def test_negative_half_sums_clamp_at_minus_65504_assumed():
+    """[A] assumed: the ReduceSum page documents only the positive clamp (65504); the model
+    clamps negative sums symmetrically. This pins the assumption, it does not confirm it."""
+    x = np.array([-60000, -60000, 30000, -100], np.float16)
+    assert _reduce(x) == np.float16(-65504.0 + float(np.float16(29900.0)))
