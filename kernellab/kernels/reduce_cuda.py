@@ -83,9 +83,12 @@ Versions (Harris's kernel numbers in brackets)::
 
 Harris's kernel 6 (the loops completely unrolled, the block size a C++ template parameter) has
 no version of its own here: ``BLOCK`` is a compile-time constant in every kernel, so NVVM can
-unroll the tree loops of every version already. Harris's deck has no shuffles and no atomics
-(both came later: warp shuffles with Kepler, compute capability 3.0): v5's shuffles and all of
-v7 are this course's own steps, after Luitjens (2014). :data:`HARRIS_G80` holds his measured
+unroll the tree loops of every version already. Harris's deck uses neither shuffles nor
+atomics, and his G80 (compute capability 1.0) had neither: integer atomic functions on global
+memory arrived with compute capability 1.1, a float ``atomicAdd`` on global memory with 2.0
+(Fermi) and warp shuffles with 3.0 (Kepler) (CUDA C Programming Guide, "Compute
+Capabilities", the table of features per compute capability). v5's shuffles and all of v7
+are this course's own steps, after Luitjens (2014). :data:`HARRIS_G80` holds his measured
 table, to set beside the modelled figures.
 
 Why v5 uses shuffles and not Harris's kernel 5. Harris unrolled the last warp as
@@ -190,7 +193,8 @@ components (v7 has no second pass). So: v1 = v2 = v3 > v4 > v5 >= v6 >= v7, whic
 assert. The sync component is an assumption (``barrier_cycles`` = 20 per barrier per block,
 charged to the SM's clock as if a barrier stopped the whole SM, where a real SM runs its other
 resident blocks meanwhile), and the model charges no instructions, latency or occupancy: it is
-kind to v1-v3, which it puts at about half the DRAM roof. Harris's G80 measurements
+kind to v1-v3 (:func:`ladder_metrics` gives their modelled share of the DRAM roof; chapter 3
+prints it beside Harris's). Harris's G80 measurements
 (:data:`HARRIS_G80`) fall at every step, 30x in all, from 2.4% of the G80's bandwidth for
 kernel 1.
 
