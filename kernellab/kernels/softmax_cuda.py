@@ -34,9 +34,9 @@ the sim tier reports).
 Modelled on the sim tier (:mod:`kernellab.sim.model`, perfect L2 within a launch, emptied
 between launches): v2 moves 4 N x itemsize bytes of DRAM per row in three launches, v1 and v3
 two in one, so v3 is about 2x v2 when DRAM-bound: the grader's baseline for the
-``softmax-cuda`` lab is v2. On a GPU that 2x needs an X larger than L2 (40 MB on an A100: NVIDIA
-A100 Tensor Core GPU Architecture whitepaper; 50 MB on H100/H200: NVIDIA H100 Tensor Core GPU
-Architecture whitepaper); a smaller X stays in L2 between v2's launches.
+``softmax-cuda`` lab is v2. On a GPU that 2x needs an X larger than L2 (the chip's L2 size:
+``kernellab.sim.model.get_profile(name).l2_bytes``, with its source there); a smaller X stays
+in L2 between v2's launches.
 """
 
 from __future__ import annotations
