@@ -14,14 +14,16 @@ kernel 5 gives a 256-thread block a 128 x 128 tile of C and each thread an 8 x 8
 
 The A6000's FP32 peak is not in Boehm's table; :func:`a6000_fp32_peak` derives it from the
 card's 10,752 CUDA cores (NVIDIA RTX A6000 datasheet) at its 1800 MHz boost clock, one FMA
-(2 FLOPs) per core per clock: 38.7 TFLOP/s, the single-precision figure of the same datasheet
-[secondary: read in third-party copies of the datasheet's table].
+(2 FLOPs) per core per clock: 38.7 TFLOP/s, the single-precision figure of the same datasheet.
+Its memory bandwidth, :data:`A6000_DRAM_BYTES_PER_S`, is the same datasheet's: 768 GB/s
+(48 GB GDDR6 on a 384-bit interface) [secondary: read in third-party copies of the
+datasheet's table].
 """
 
 from __future__ import annotations
 
 __all__ = ["BOEHM_A6000", "BOEHM_CUBLAS_GFLOPS", "BOEHM_SIZE", "LADDER_STEP", "A6000_CUDA_CORES",
-           "A6000_BOOST_GHZ", "a6000_fp32_peak", "anchor_rows"]
+           "A6000_BOOST_GHZ", "A6000_DRAM_BYTES_PER_S", "a6000_fp32_peak", "anchor_rows"]
 
 #: Boehm's kernel number -> (his name, GFLOP/s, his "relative to cuBLAS" share), 4092^3, A6000.
 BOEHM_A6000 = {
@@ -43,6 +45,8 @@ LADDER_STEP = {"v1_naive": 1, "v2_coalesced": 2, "v3_shared_tiles": 3, "v4_regis
 #: NVIDIA RTX A6000: CUDA cores and boost clock (module docstring).
 A6000_CUDA_CORES = 10752
 A6000_BOOST_GHZ = 1.8
+#: NVIDIA RTX A6000: memory (GDDR6) bandwidth, bytes/s (module docstring).
+A6000_DRAM_BYTES_PER_S = 768e9
 
 
 def a6000_fp32_peak() -> float:

@@ -10,6 +10,7 @@ test_gemm_cuda_ladder.py; the occupancy arithmetic itself: the sim tier's resour
   distinct sectors (5 K) while the model counts 33 and 5 per pair of warp requests.
 * Section 6: the sim tier's wavefronts for float64 shared accesses equal the half-warp phase
   rule the text teaches, at every stride the chapter shows and more.
+* Section 9: the PTX integer-instruction count classifies by the type suffix (a synthetic PTX).
 * Section 10: the quoted anchors (``kernellab.topics.gemm_anchors``) agree with their own table
   (each share of cuBLAS is its GFLOP/s over cuBLAS's, to the published 0.1%), map every ladder
   version to one of Boehm's kernels, and the notebook takes them from the module.
@@ -171,8 +172,26 @@ def test_anchors_agree_with_their_own_table():
     assert {r["version"] for r in rows} - {None} == set(gemm_cuda.LADDER)
 
 
+def test_integer_ops_classify_by_the_ptx_type_suffix():
+    """Section 9's count of integer ALU instructions by width: data movement (ld.param, cvta,
+    mov) is not counted, mul.wide.s32 and cvt.s64.s32 are widening, .b64 counts as 64-bit."""
+    (cell,) = [c for c in rules.cells(NOTEBOOK, "code") if "def integer_ops(" in c]
+    ns = {}
+    exec("import re\n" + cell.split("\n\n\nfor name")[0], ns)
+    ptx = "\n".join([
+        "\tld.param.u64 \t%rd1, [k_param_0];", "\tcvta.to.global.u64 \t%rd2, %rd1;",
+        "\tmov.u32 \t%r1, %tid.x;", "\tmul.wide.s32 \t%rd3, %r1, 4;",
+        "\tcvt.s64.s32 \t%rd4, %r1;", "\tadd.s64 \t%rd5, %rd4, %rd3;",
+        "\tshl.b64 \t%rd6, %rd5, 2;", "\tsetp.lt.s64 \t%p1, %rd6, %rd1;",
+        "\tand.pred \t%p2, %p1, %p1;", "\tadd.s32 \t%r2, %r1, 1;",
+        "\tcvt.u32.u64 \t%r3, %rd6;", "\tld.global.f32 \t%f1, [%rd6];",
+        "\tcvt.rn.f32.s32 \t%f2, %r2;", "@%p1 bra \tLBB0_2;", ""])
+    assert ns["integer_ops"](ptx) == {"64-bit": 3, "32-bit": 1, "widening": 2, "narrowing": 1}
+
+
 def test_notebook_takes_the_anchors_from_the_module():
     src = code()
     assert "gemm_anchors.anchor_rows()" in src
+    assert "gemm_anchors.A6000_DRAM_BYTES_PER_S" in src       # section 10's bytes per FLOP
     for r in GA.anchor_rows():
         assert f"{r['gflops']:g}" not in src, r        # typed figures would go stale
