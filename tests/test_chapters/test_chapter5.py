@@ -410,13 +410,26 @@ def test_flash_scores_are_a_local_frame_of_4_bc_bytes(d, dtype, Br):
 @needs_ptxas
 def test_lab5_gpu_shape_is_register_limited():
     """Section 2: at Lab 5's GPU shape (its d and dtype, the default blocks) registers limit
-    the warps an SM holds, to an eighth of the 64 on an A100 (cc 8.0)."""
+    the warps an SM holds on an A100 (cc 8.0): as many whole blocks as the register file holds
+    at ptxas's register count, allocated per warp in units of 256 from each of the 4
+    sub-partitions' quarter of the 65536 registers (CUDA Occupancy Calculator,
+    cuda_occupancy.h), fewer than the 64 warps the SM could hold."""
     from grader.labs.flash_attention.spec import GPU_SHAPE, PERF_DTYPE
+
+    from kernellab.sim import resources as kres
 
     br, _, res, _ = _flash_resources(GPU_SHAPE[3], np.dtype(PERF_DTYPE))
     occ = occupancy(res, br, cc=(8, 0))
     assert occ.limiter == "registers"
-    assert occ.warps_per_sm == 8 and occ.max_warps_per_sm == 64
+    warps = -(-br // 32)
+    per_warp = -(-res.registers * 32 // kres.REGISTER_ALLOCATION_UNIT) \
+        * kres.REGISTER_ALLOCATION_UNIT
+    lim = kres.SM_LIMITS[(8, 0)]
+    warps_per_part = lim.registers_per_sm // kres.SUB_PARTITIONS // per_warp
+    blocks = warps_per_part * kres.SUB_PARTITIONS // warps
+    assert blocks >= 1
+    assert occ.blocks_per_sm == blocks and occ.warps_per_sm == blocks * warps
+    assert occ.max_warps_per_sm == 64 and occ.warps_per_sm < occ.max_warps_per_sm
 
 
 def test_static_shared_limit_forces_br_32_at_d128_fp16():
