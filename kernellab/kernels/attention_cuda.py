@@ -114,7 +114,7 @@ __all__ = [
     "LADDER_LSE", "KERNELS", "ladder_case", "main",
     "D_MAX", "TILE", "DEFAULT_SMEM_BYTES", "MAX_BLOCK", "flash_block_sizes",
     "flash_shared_bytes", "flash_bytes_predicted", "materialised_bytes_predicted",
-    "flash_kernel", "attention_flops",
+    "flash_kernel", "attention_flops", "FA2_A100_PEAK_SHARE", "FA1_A100_PEAK_SHARE",
 ]
 
 #: Largest head dimension the kernels take (v2 keeps a thread's q and o rows in ``cuda.local``
@@ -131,6 +131,12 @@ DEFAULT_SMEM_BYTES = 48 * 1024
 #: Largest Br and Bc v2 picks by itself (Br threads a block; Bc scores in a thread's local frame,
 #: 4 Bc bytes: the score array is indexed with a runtime bound, so it cannot live in registers).
 MAX_BLOCK = 128
+#: Published anchors, the range of the A100's theoretical maximum FLOP/s each kernel reaches in
+#: its paper's benchmarks (T. Dao, "FlashAttention-2: Faster Attention with Better Parallelism
+#: and Work Partitioning", arXiv:2307.08691, 2023, abstract): FlashAttention-2 50-73%,
+#: FlashAttention 25-40%. Quoted, not re-measured.
+FA2_A100_PEAK_SHARE = (0.50, 0.73)
+FA1_A100_PEAK_SHARE = (0.25, 0.40)
 
 _NEG_INF = -math.inf
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
