@@ -8,8 +8,9 @@ pickles over stdin/stdout: ``hello`` (answers the versions, or why it cannot com
 ``compile`` (``fn`` and ``sig`` pickled, ``cc``, ``device``, ``fastmath``, ``lineinfo``,
 ``launch_bounds`` if any;
 answers the PTX or the compiler's error with the user's source location), ``resources``
-(``ptx``, ``cc``, ``module``: ptxas run on the PTX through nvJitLink -- the module named,
-``cuda.bindings.nvjitlink`` -- with ``-verbose``; answers its log, or why it could not run;
+(``ptx``, ``cc``, ``module``, ``maxrregcount`` if any: ptxas run on the PTX through nvJitLink
+-- the module named, ``cuda.bindings.nvjitlink`` -- with ``-verbose``; answers its log, or
+why it could not run;
 :mod:`kernellab.sim.ptx.ptxas`), ``crash`` (for tests) and ``exit``. ``KERNELLAB_CUDA_EXT``: a
 file whose ``install()`` adds intrinsics numba-cuda lacks (:mod:`kernellab.cuda_ext`), run
 before the first compile.
@@ -154,36 +155,59 @@ def _log(nj, h, size_fn, get_fn):
     return bytes(buf).rstrip(b"\0").decode("utf-8", "replace")
 
 
+def _missing_library(exc) -> bool:
+    """Whether ``exc`` says the nvJitLink library itself is absent: cuda-bindings loads
+    libnvJitLink on the first call (cuda.pathfinder's ``DynamicLibNotFoundError``, or an
+    ``OSError`` from the loader, or a ``RuntimeError`` "function ... not found" from a library
+    too old to have the entry point), so importing the module proves nothing."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    if names & {"DynamicLibNotFoundError", "DynamicLibNotAvailableError",
+                "DynamicLibUnknownError"} or isinstance(exc, OSError):
+        return True
+    return isinstance(exc, RuntimeError) and "function" in str(exc) and "not found" in str(exc)
+
+
 def _resources(msg):
-    """ptxas on one PTX module through nvJitLink (``-arch=sm_XY -verbose``): its info log."""
+    """ptxas on one PTX module through nvJitLink (``-arch=sm_XY -verbose``): its info log.
+
+    ``kind`` of a failure: ``"missing"`` (the module or its library cannot be loaded),
+    ``"ptxas"`` (ptxas rejected the PTX)."""
     try:
         import importlib
         nj = importlib.import_module(msg.get("module") or "cuda.bindings.nvjitlink")
+        version = ".".join(map(str, nj.version()))      # loads libnvJitLink
     except BaseException as exc:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
         return {"ok": False, "kind": "missing",
                 "message": "".join(traceback.format_exception_only(type(exc), exc)).strip()}
     cc = tuple(msg["cc"])
     data = msg["ptx"].encode()
+    options = [f"-arch=sm_{cc[0]}{cc[1]}", "-verbose"]
+    if msg.get("maxrregcount"):
+        options.append(f"-maxrregcount={int(msg['maxrregcount'])}")
     t0 = time.perf_counter()
     h = None
     try:
-        h = nj.create(2, [f"-arch=sm_{cc[0]}{cc[1]}", "-verbose"])
+        h = nj.create(len(options), options)
         nj.add_data(h, nj.InputType.PTX, data, len(data), "kernel.ptx")
         nj.complete(h)
         log = _log(nj, h, nj.get_info_log_size, nj.get_info_log)
-        return {"ok": True, "log": log, "nvjitlink": ".".join(map(str, nj.version())),
+        return {"ok": True, "log": log, "nvjitlink": version,
                 "seconds": time.perf_counter() - t0}
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        if _missing_library(exc):
+            return {"ok": False, "kind": "missing", "message": text}
         err = ""
         if h is not None:
             try:
                 err = _log(nj, h, nj.get_error_log_size, nj.get_error_log)
             except Exception:
                 pass
-        return {"ok": False, "kind": "ptxas", "message": (f"{type(exc).__name__}: {exc}\n"
-                                                          f"{err}").strip()}
+        return {"ok": False, "kind": "ptxas", "message": f"{text}\n{err}".strip()}
     finally:
         if h is not None:
             try:

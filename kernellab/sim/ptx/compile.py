@@ -34,7 +34,9 @@ class PTXResult:
     the numba argument types as text (``"(array(float32, 2d, C), int64)"``); ``ptx``: the PTX
     module text; ``counts``: :func:`static_counts` of it; ``seconds``: how long the compiler took
     when this PTX was produced (kept for cache hits); ``cache``: ``None`` when compiled by this
-    call, ``"memory"`` or ``"disk"`` when it came from a cache.
+    call, ``"memory"`` or ``"disk"`` when it came from a cache; ``max_registers``: the
+    kernel's ``@cuda.jit(max_registers=N)`` (None: not given), which ptxas applies
+    (``-maxrregcount``, :func:`kernel_resources`), not NVVM.
     """
 
     kernel: str
@@ -44,6 +46,7 @@ class PTXResult:
     counts: dict = dataclasses.field(repr=False)
     seconds: float
     cache: str | None = None
+    max_registers: int | None = None
 
 
 def _normalise_cc(cc) -> tuple:
@@ -59,7 +62,8 @@ def compile_kernel(kernel, args, cc=DEFAULT_CC, *, lineinfo: bool = False,
     """Compile a kernel for a GPU (PTX) as it would be launched with ``args``.
 
     ``kernel``: a simulator ``@cuda.jit`` object (``FakeCUDAKernel``; its ``.fn`` is compiled,
-    with its ``fastmath`` and ``launch_bounds``; ``device=True`` ones as device functions) or a
+    with its ``fastmath``, ``launch_bounds`` and ``max_registers``; ``device=True`` ones as
+    device functions) or a
     plain Python function.
     ``args``: the launch arguments (see :func:`signature_of`; numba types are accepted as is).
     ``cc``: compute capability ``(major, minor)``, default :data:`DEFAULT_CC` (sm_80).
@@ -82,8 +86,13 @@ def compile_kernel(kernel, args, cc=DEFAULT_CC, *, lineinfo: bool = False,
     bounds = getattr(kernel, "launch_bounds", None)
     if bounds:      # @cuda.jit(launch_bounds=...) (kernellab.sim.launch); absent: keys as before
         options["launch_bounds"] = tuple(int(v) for v in bounds)
+    maxreg = getattr(kernel, "max_registers", None)
+    maxreg = int(maxreg) if maxreg else None
+    keyed = dict(options)
+    if maxreg:      # for ptxas, not NVVM: in the key, not in the helper's compile request
+        keyed["max_registers"] = maxreg
     h = hashlib.sha256(fn_bytes)
-    h.update(repr((sig_text, sorted(options.items(), key=lambda kv: kv[0]))).encode())
+    h.update(repr((sig_text, sorted(keyed.items(), key=lambda kv: kv[0]))).encode())
     key = h.hexdigest()
 
     if use_cache:
@@ -98,7 +107,7 @@ def compile_kernel(kernel, args, cc=DEFAULT_CC, *, lineinfo: bool = False,
         if entry is not None:
             result = PTXResult(kernel=name, cc=cc, signature=sig_text, ptx=entry["ptx"],
                                counts=static_counts(entry["ptx"]),
-                               seconds=float(entry.get("seconds", 0.0)))
+                               seconds=float(entry.get("seconds", 0.0)), max_registers=maxreg)
             with _memory_lock:
                 _memory[key] = result
             return dataclasses.replace(result, counts=dict(result.counts), cache="disk")
@@ -121,7 +130,8 @@ def compile_kernel(kernel, args, cc=DEFAULT_CC, *, lineinfo: bool = False,
         raise _compile_error(*err)
 
     result = PTXResult(kernel=name, cc=cc, signature=sig_text, ptx=reply["ptx"],
-                       counts=static_counts(reply["ptx"]), seconds=float(reply["seconds"]))
+                       counts=static_counts(reply["ptx"]), seconds=float(reply["seconds"]),
+                       max_registers=maxreg)
     if use_cache:
         with _memory_lock:
             _memory[key] = result
@@ -147,8 +157,10 @@ def kernel_resources(result: PTXResult, cc=None, *, use_cache: bool = True) -> t
 
     ``result``: a :class:`PTXResult` of :func:`compile_kernel`; ``cc``: the compute capability
     ptxas compiles that PTX for (default: the one it was compiled for; PTX runs on later
-    ones). ptxas runs in the compile helper through nvJitLink (:mod:`kernellab.sim.ptx.ptxas`);
-    reports are cached in memory and on disk (:mod:`kernellab.sim.ptx.cache`)."""
+    ones). ``result.max_registers`` reaches ptxas as ``-maxrregcount``. ptxas runs in the
+    compile helper through nvJitLink (:mod:`kernellab.sim.ptx.ptxas`); reports are cached
+    in memory and on disk (:mod:`kernellab.sim.ptx.cache`; a missing nvJitLink only in
+    memory)."""
     from kernellab.sim.resources import KernelResources
 
     cc = result.cc if cc is None else _normalise_cc(cc)
@@ -158,7 +170,8 @@ def kernel_resources(result: PTXResult, cc=None, *, use_cache: bool = True) -> t
         return None, (f"{result.kernel!r} is a device function: its registers and local "
                       "memory count in the kernel that calls it")
     key = "res:" + hashlib.sha256(
-        repr((result.ptx, cc, result.kernel, NVJITLINK_MODULE)).encode()).hexdigest()
+        repr((result.ptx, cc, result.kernel, NVJITLINK_MODULE, result.max_registers))
+        .encode()).hexdigest()
     disk_key = None
     if use_cache:
         with _memory_lock:
@@ -178,7 +191,8 @@ def kernel_resources(result: PTXResult, cc=None, *, use_cache: bool = True) -> t
     durable = True  # an outcome the same tools give again (not a timeout or a crash)
     try:
         reply = _helper.request({"op": "resources", "name": result.kernel, "ptx": result.ptx,
-                                 "cc": cc, "module": NVJITLINK_MODULE},
+                                 "cc": cc, "module": NVJITLINK_MODULE,
+                                 "maxrregcount": result.max_registers},
                                 timeout_s=_ptxas.PTXAS_TIMEOUT_S, retry=False)
     except PTXToolError as exc:
         reply = {"ok": False, "kind": "helper", "message": str(exc)}
@@ -189,11 +203,10 @@ def kernel_resources(result: PTXResult, cc=None, *, use_cache: bool = True) -> t
         if name is None:
             out = (None, f"ptxas ran ({arch}) but its report could not be read: {figures}")
         else:
-            # the kernel's own static shared arrays, as its PTX declares them: for sm_90 ptxas
-            # reports 1 KiB more for a kernel that uses shared memory (taken to be the 1 KB a
-            # block reserves, which occupancy() adds itself); PTX without sized .shared
-            # declarations: ptxas's figure
-            shared = _ptxas.declared_shared_bytes(result.ptx) or figures.get("shared_bytes", 0)
+            # the kernel's own static shared arrays, as its PTX declares them, never ptxas's
+            # figure: for sm_90 ptxas reports 1 KiB more for a kernel that uses shared memory,
+            # dynamic only included (the 1 KB a block reserves, which occupancy() adds itself)
+            shared = _ptxas.declared_shared_bytes(result.ptx)
             res = KernelResources(
                 registers=figures["registers"],
                 stack_frame_bytes=figures.get("stack_frame_bytes", 0),
@@ -203,9 +216,10 @@ def kernel_resources(result: PTXResult, cc=None, *, use_cache: bool = True) -> t
             out = (res, f"registers and local frame from ptxas (nvJitLink "
                         f"{reply.get('nvjitlink', '?')}, {arch})")
     elif reply.get("kind") == "missing":
+        durable = False     # installing the library fixes it: ask again in a later session
         out = (None, "registers and spills are unknown: nvJitLink (the ptxas this tier runs, "
-                     "package nvidia-nvjitlink with cuda-bindings) cannot be imported here: "
-                     f"{reply.get('message')}")
+                     "package nvidia-nvjitlink with cuda-bindings) cannot be imported or "
+                     f"loaded here: {reply.get('message')}")
     elif reply.get("kind") == "ptxas":
         out = (None, f"registers and spills are unknown: ptxas ({arch}) rejected the PTX of "
                      f"{result.kernel!r}: {str(reply.get('message'))[:500]}")
