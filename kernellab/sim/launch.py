@@ -7,7 +7,8 @@ another (:func:`kernellab.sim.scheduler._run_block`) with CUDA's ``math``
 (:mod:`kernellab.sim.gpumath`), re-runs in mode 2 or 3 to name the lines of a hazard, and
 returns :class:`LaunchStats`. :func:`install` routes ``FakeCUDAKernel.__call__`` through it
 (record arrays, ``extensions`` and ``executor="stock"`` keep the stock simulator) and gives
-the simulator's ``cuda.jit`` the GPU's ``launch_bounds`` (:func:`normalize_launch_bounds`).
+the simulator's ``cuda.jit`` the GPU's ``launch_bounds`` and ``max_registers``
+(:func:`normalize_launch_bounds`, :func:`normalize_max_registers`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import contextvars
 import functools
 import inspect
 import math as _math_mod
+import numbers
 import random
 import re
 
@@ -74,18 +76,42 @@ def normalize_launch_bounds(launch_bounds):
     """``launch_bounds`` of ``@cuda.jit`` as numba-cuda 0.30.4 takes it (an int, or a tuple of
     1 to 3: most threads a block, fewest blocks an SM should hold, most blocks a cluster;
     NVVM's ``maxntidx``, ``minctasm``, ``cluster_max_blocks``; CUDA C++ Programming Guide,
-    "Launch Bounds") as a tuple of ints, or None. Raises ValueError in plain words."""
+    "Launch Bounds") as a tuple of ints, or None. Any integer type is taken (NumPy's too).
+    Raises ValueError in plain words."""
     if launch_bounds is None:
         return None
-    lb = (launch_bounds,) if isinstance(launch_bounds, int) else launch_bounds
+    lb = (launch_bounds,) if isinstance(launch_bounds, numbers.Integral) else launch_bounds
     if not (isinstance(lb, (tuple, list)) and 1 <= len(lb) <= 3
-            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in lb)):
+            and all(_is_int(v) and v >= 1 for v in lb)):
         raise ValueError(f"launch_bounds must be a positive int or a tuple of 1 to 3 positive "
                          f"ints (max threads a block, min blocks an SM, max blocks a cluster), "
                          f"got {launch_bounds!r}")
     if lb[0] > MAX_THREADS:
         raise ValueError(f"launch_bounds: at most {MAX_THREADS} threads a block, got {lb[0]}")
-    return tuple(lb)
+    return tuple(int(v) for v in lb)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+
+
+#: The most registers a thread can be given (CUDA C++ Programming Guide, "Technical
+#: Specifications per Compute Capability": 255 on 8.0 and 9.0).
+MAX_REGISTERS_PER_THREAD = 255
+
+
+def normalize_max_registers(max_registers):
+    """``max_registers`` of ``@cuda.jit`` (numba-cuda: the most registers a thread of the
+    kernel may use, applied when the PTX is turned into machine code; ptxas's
+    ``-maxrregcount``) as an int, or None. Raises ValueError in plain words for anything but an
+    integer 1..255."""
+    if max_registers is None:
+        return None
+    if not (_is_int(max_registers) and 1 <= max_registers <= MAX_REGISTERS_PER_THREAD):
+        raise ValueError(f"max_registers must be an integer from 1 to "
+                         f"{MAX_REGISTERS_PER_THREAD} (registers a thread), got "
+                         f"{max_registers!r}")
+    return int(max_registers)
 
 
 def launch(kernel, args):
@@ -384,7 +410,8 @@ class LaunchStats:
     :class:`~kernellab.sim.ptx.PTXResult` of the GPU compile, None when it is off),
     ``dynamic_shared_bytes`` (the launch's dynamic shared memory), :attr:`resources` and
     :attr:`resources_note` (registers, local frame, spills and static shared memory from
-    ptxas; asked for on first use, so launches that never look pay nothing)."""
+    ptxas; asked for on first use, so launches that never look pay nothing); ``print(stats)``
+    shows the counters and those figures (:meth:`__str__`), ``repr`` the counters only."""
 
     def __init__(self, name, grid, block, counters, ptx_counts, trace):
         self.name = name
@@ -441,6 +468,29 @@ class LaunchStats:
                 f"global sectors={c['global_load_sectors'] + c['global_store_sectors']}, "
                 f"shared wavefronts={c['shared_load_wavefronts'] + c['shared_store_wavefronts']})")
 
+    def resources_line(self, cc=None) -> str:
+        """One line: registers a thread, local frame, spill stores/loads and occupancy (blocks
+        an SM, the limiter) of this launch on compute capability ``cc`` (default: the one
+        its PTX was compiled for), or why they are unknown. Runs ptxas (cached) when asked."""
+        from kernellab.sim.resources import occupancy
+
+        if cc is None:
+            cc = self.compiled.cc if self.compiled is not None else (8, 0)
+        res, note = self.resources_for(cc)
+        if res is None:
+            return note
+        bx, by, bz = self.block
+        occ = occupancy(res, bx * by * bz, self.dynamic_shared_bytes, cc)
+        return (f"registers/thread {res.registers}, local frame {res.stack_frame_bytes} B, "
+                f"spill st/ld {res.spill_store_bytes}/{res.spill_load_bytes} B, occupancy "
+                f"{100 * occ.fraction:.1f} % ({occ.blocks_per_sm} blocks/SM, limited by "
+                f"{occ.limiter}; cc {occ.cc[0]}.{occ.cc[1]})")
+
+    def __str__(self):
+        """What ``print(stats)`` shows: the counters' line (:meth:`__repr__`, which runs
+        nothing) and :meth:`resources_line` (ptxas's figures, computed when printed)."""
+        return f"{self!r}\n  {self.resources_line()}"
+
 
 # ----------------------------------------------------------------------------------------
 # Installation into numba-cuda's simulator
@@ -483,25 +533,32 @@ def install():
 
 
 def _jit_with_launch_bounds(stock_jit):
-    """numba-cuda's simulator ``jit`` with the GPU's ``launch_bounds`` argument, which the
-    stock simulator lacks: the kernel keeps it (``kernel.launch_bounds``), the GPU compile
-    passes it to ``compile_ptx`` (so ptxas's registers follow it) and a launch of more threads
-    a block than it allows fails as on a GPU."""
+    """numba-cuda's simulator ``jit`` with the GPU's ``launch_bounds`` and ``max_registers``
+    arguments, which the stock simulator lacks: the kernel keeps them
+    (``kernel.launch_bounds``, ``kernel.max_registers``), the GPU compile passes
+    ``launch_bounds`` to ``compile_ptx`` and ``max_registers`` to ptxas (``-maxrregcount``),
+    so ptxas's registers follow them, and a launch of more threads a block than
+    ``launch_bounds`` allows fails as on a GPU."""
 
     @functools.wraps(stock_jit)
-    def jit(func_or_sig=None, *args, launch_bounds=None, **kwargs):
+    def jit(func_or_sig=None, *args, launch_bounds=None, max_registers=None, **kwargs):
         bounds = normalize_launch_bounds(launch_bounds)
+        maxreg = normalize_max_registers(max_registers)
         out = stock_jit(func_or_sig, *args, **kwargs)
-        if bounds is None:
-            return out
-        if isinstance(out, _simkernel.FakeCUDAKernel):
-            out.launch_bounds = bounds
+        if bounds is None and maxreg is None:
             return out
 
-        def decorate(fn):
-            kernel = out(fn)
-            kernel.launch_bounds = bounds
+        def keep(kernel):
+            if bounds is not None:
+                kernel.launch_bounds = bounds
+            if maxreg is not None:
+                kernel.max_registers = maxreg
             return kernel
+        if isinstance(out, _simkernel.FakeCUDAKernel):
+            return keep(out)
+
+        def decorate(fn):
+            return keep(out(fn))
         return decorate
 
     jit._kernellab = True

@@ -12,7 +12,10 @@ Sources
 * CUDA C++ Programming Guide, "Compute Capabilities", Table "Technical Specifications per
   Compute Capability", columns 8.0 and 9.0: 64 K 32-bit registers per SM and per block, at most
   255 registers per thread, 64 resident warps, 2048 resident threads and 32 resident blocks per
-  SM, 164 KB (8.0) / 228 KB (9.0) of shared memory per SM; the threads, blocks and shared memory
+  SM, 164 KB (8.0) / 228 KB (9.0) of shared memory per SM, 48 KB per block without an opt-in
+  and 163 KB (8.0) / 227 KB (9.0) with it (:data:`MAX_SHARED_PER_BLOCK_OPTIN`; a CUDA C++
+  kernel opts in with ``cudaFuncSetAttribute(..., cudaFuncAttributeMaxDynamicSharedMemorySize,
+  ...)``, which numba-cuda does not expose); the threads, blocks and shared memory
   per SM are :mod:`kernellab.sim.model`'s profile fields (one home per fact), the register file
   is its ``registers_per_sm`` and ``max_registers_per_thread``.
 * CUDA C++ Programming Guide, "Compute Capability 8.x" / "9.0", "Shared Memory": the CUDA
@@ -30,7 +33,8 @@ The formula (:func:`occupancy`), for ``W = ceil(threads / 32)`` warps a block::
 
     by registers:  floor(floor(65536 / 4 / (ceil(32 R / 256) x 256)) x 4 / W)   (0 if R > 255)
     by shared:     floor(shared per SM / (ceil((static + dynamic + 1024) / 128) x 128))
-                   (0 above 48 KiB + 1 KB a block: the opt-in is not exposed by numba-cuda)
+                   (0 above 48 KiB + 1 KB a block; with ``opt_in``, above the
+                   cc's max_shared_per_block_optin + 1 KB)
     by threads:    floor(64 / W)
     by blocks:     32
     blocks/SM = min of the four; occupancy = blocks x W / 64
@@ -44,6 +48,7 @@ register limit. Not modelled: a carveout preference, registers a debug build add
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Iterable, Mapping
 
 from kernellab.sim.settings import MAX_STATIC_SHARED
@@ -51,7 +56,7 @@ from kernellab.sim.settings import MAX_STATIC_SHARED
 __all__ = [
     "KernelResources", "Occupancy", "occupancy", "resource_table", "gpu_resources",
     "SM_LIMITS", "REGISTER_ALLOCATION_UNIT", "SHARED_ALLOCATION_UNIT",
-    "RESERVED_SHARED_PER_BLOCK", "SUB_PARTITIONS", "LIMITERS",
+    "RESERVED_SHARED_PER_BLOCK", "SUB_PARTITIONS", "LIMITERS", "MAX_SHARED_PER_BLOCK_OPTIN",
 ]
 
 #: Registers are allocated to a warp in units of 256 (Occupancy Calculator, cc 8.0 and 9.0:
@@ -69,6 +74,12 @@ RESERVED_SHARED_PER_BLOCK = 1024
 SUB_PARTITIONS = 4
 WARP_SIZE = 32
 
+#: The most shared memory one block may have after an opt-in, bytes, per compute capability
+#: (Programming Guide, "Technical Specifications per Compute Capability", "Maximum amount of
+#: shared memory per thread block": 163 KB on 8.0, 227 KB on 9.0; without the opt-in 48 KB,
+#: :data:`kernellab.sim.settings.MAX_STATIC_SHARED`).
+MAX_SHARED_PER_BLOCK_OPTIN = {(8, 0): 163 * 1024, (9, 0): 227 * 1024}
+
 #: What can limit the blocks an SM holds, in the order a tie is named.
 LIMITERS = ("threads", "blocks", "registers", "shared memory")
 
@@ -84,6 +95,8 @@ class SMLimits:
     max_threads_per_sm: int
     max_blocks_per_sm: int
     max_shared_per_sm: int
+    max_shared_per_block: int = MAX_STATIC_SHARED
+    max_shared_per_block_optin: int = MAX_STATIC_SHARED
 
     @property
     def max_warps_per_sm(self) -> int:
@@ -99,7 +112,8 @@ def _limits_from_profile(cc, name) -> SMLimits:
                     max_registers_per_thread=p.max_registers_per_thread,
                     max_threads_per_sm=p.max_threads_per_sm,
                     max_blocks_per_sm=p.max_blocks_per_sm,
-                    max_shared_per_sm=p.max_shared_per_sm)
+                    max_shared_per_sm=p.max_shared_per_sm,
+                    max_shared_per_block_optin=MAX_SHARED_PER_BLOCK_OPTIN[cc])
 
 
 #: Per-SM limits of the compute capabilities of :mod:`kernellab.sim.model`'s profiles: 8.0
@@ -175,13 +189,16 @@ def _round_up(x: int, unit: int) -> int:
 
 
 def occupancy(res: KernelResources, threads_per_block: int, dynamic_shared_bytes: int = 0,
-              cc=(8, 0)) -> Occupancy:
+              cc=(8, 0), opt_in: bool = False) -> Occupancy:
     """Blocks of a kernel with resources ``res`` one SM of compute capability ``cc`` holds,
     launched with ``threads_per_block`` threads and ``dynamic_shared_bytes`` of dynamic shared
-    memory (module docstring, the formula). A block the SM cannot hold at all (more than 255
-    registers a thread or 65536 a block, more than 48 KiB of shared memory) gives 0 blocks,
-    fraction 0: a GPU refuses such a launch ("too many resources requested for launch").
-    Raises ValueError for threads_per_block outside 1..1024, negative sizes or an unknown cc."""
+    memory (module docstring, the formula). ``opt_in``: the kernel opted in to more than 48 KiB
+    of shared memory a block (up to ``SM_LIMITS[cc].max_shared_per_block_optin``; a GPU-side
+    attribute numba-cuda does not set, so the sim tier itself refuses such launches). A block
+    the SM cannot hold at all (more than 255 registers a thread or 65536 a block, more shared
+    memory than a block may have) gives 0 blocks, fraction 0: a GPU refuses such a launch
+    ("too many resources requested for launch"). Raises ValueError for threads_per_block
+    outside 1..1024, negative sizes or an unknown cc."""
     lim = _sm_limits(cc)
     tpb = int(threads_per_block)
     if not 1 <= tpb <= 1024:
@@ -202,7 +219,8 @@ def occupancy(res: KernelResources, threads_per_block: int, dynamic_shared_bytes
             per_part = (lim.registers_per_sm // SUB_PARTITIONS) // per_warp
             limits["registers"] = per_part * SUB_PARTITIONS // warps
     per_block = _round_up(smem + RESERVED_SHARED_PER_BLOCK, SHARED_ALLOCATION_UNIT)
-    if per_block > MAX_STATIC_SHARED + RESERVED_SHARED_PER_BLOCK:    # no opt-in: 48 KiB
+    most = lim.max_shared_per_block_optin if opt_in else lim.max_shared_per_block
+    if per_block > most + RESERVED_SHARED_PER_BLOCK:
         limits["shared memory"] = 0
     else:
         limits["shared memory"] = lim.max_shared_per_sm // per_block
@@ -256,7 +274,7 @@ def _rows(launches, cc) -> list:
         launches = launches.launches
     if hasattr(launches, "counters") or (isinstance(launches, tuple)
                                          and len(launches) in (2, 3)
-                                         and isinstance(launches[1], int)):
+                                         and isinstance(launches[1], numbers.Integral)):
         launches = [launches]
     if not isinstance(launches, Iterable) or isinstance(launches, (str, bytes)):
         raise TypeError("resource_table takes a sim Capture, LaunchStats, or on a GPU "

@@ -438,3 +438,200 @@ def test_gpu_rows_read_numba_dispatcher():
     assert "unknown" in table and "2 compiled overloads" in table
     with pytest.raises(TypeError, match="resource_table takes"):
         resource_table(3)
+
+
+# ------------------------------------------------------------------------------------------
+# fixes of the first pass: dynamic shared memory, a missing libnvJitLink, max_registers,
+# the opt-in, NumPy integers, the printed summary
+# ------------------------------------------------------------------------------------------
+
+@cuda.jit
+def _dyn_only(x):
+    buf = cuda.shared.array(0, float32)          # dynamic shared memory only
+    t = cuda.threadIdx.x
+    buf[t] = x[t]
+    cuda.syncthreads()
+    x[t] = buf[(t + 1) % cuda.blockDim.x]
+
+
+@needs_ptx
+@needs_sim
+def test_dynamic_only_kernel_has_no_static_shared_on_sm90():
+    # for sm_90 ptxas reports 1 KiB of shared memory for this kernel (the block's reserve);
+    # the figure kept is the PTX's own sized .shared arrays: none. 48 KiB dynamic at 128
+    # threads: (49152 + 1024) B a block, 233472 // 50176 = 4 blocks on cc 9.0
+    from kernellab import sim
+
+    x = np.arange(128, dtype=np.float32)
+    with sim.capture() as cap:
+        _dyn_only[1, 128, 0, 48 * 1024](x)
+    (stats,) = cap.launches
+    for cc in ((8, 0), (9, 0)):
+        res, note = stats.resources_for(cc)
+        assert res is not None, note
+        assert res.shared_static_bytes == 0
+    res9, _ = stats.resources_for((9, 0))
+    occ = occupancy(res9, 128, 48 * 1024, cc=(9, 0))
+    assert (occ.blocks_per_sm, occ.limiter) == (4, "shared memory")
+    row = next(line for line in resource_table(cap, cc=(9, 0)).splitlines()
+               if line.startswith("_dyn_only"))
+    assert row.split()[5:7] == [str(48 * 1024), "4"]
+
+
+_STUB = '''
+try:
+    from cuda.pathfinder import DynamicLibNotFoundError
+except ImportError:
+    class DynamicLibNotFoundError(RuntimeError):
+        pass
+
+
+class InputType:
+    PTX = 1
+
+
+def version():
+    return (13, 5)
+
+
+def create(*args):
+    # as cuda-bindings does when libnvJitLink is absent: the module imports, the first call
+    # that needs the library fails to load it
+    raise DynamicLibNotFoundError("Failure finding libnvJitLink.so: stub")
+'''
+
+
+@needs_ptx
+def test_a_library_that_cannot_load_is_missing_not_a_ptxas_error(monkeypatch, tmp_path):
+    from kernellab.sim.ptx import compile as ptx_compile
+
+    (tmp_path / "kl_stub_nvjitlink.py").write_text(_STUB)
+    ptx.close()                                   # the next request starts a helper that
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))    # can import the stub
+    monkeypatch.setattr(ptx_compile, "NVJITLINK_MODULE", "kl_stub_nvjitlink")
+    x = np.ones(16, np.float32)
+    compiled = ptx.compile_kernel(_scale, (x, np.float32(1.0)), use_cache=False)
+    try:
+        res, note = ptx.kernel_resources(compiled, use_cache=False)
+    finally:
+        ptx.close()
+    assert res is None
+    assert "cannot be imported or loaded" in note and "libnvJitLink" in note
+    assert "rejected" not in note
+
+
+@needs_ptx
+def test_a_missing_nvjitlink_is_not_cached_on_disk(monkeypatch):
+    from kernellab.sim.ptx import compile as ptx_compile
+
+    x = np.ones(16, np.float32)
+    compiled = ptx.compile_kernel(_scale, (x, np.float32(4.0)))
+    stored = []
+    monkeypatch.setattr(ptx_compile, "_disk_store", lambda *a: stored.append(a))
+    monkeypatch.setattr(ptx_compile._helper, "request", lambda *a, **k: {
+        "ok": False, "kind": "missing", "message": "DynamicLibNotFoundError: stub"})
+    ptx.clear_cache()
+    try:
+        res, note = ptx.kernel_resources(compiled)
+    finally:
+        ptx.clear_cache()               # the memory cache holds the stub's answer
+    assert res is None and "cannot be imported or loaded" in note
+    assert stored == []                 # installing nvJitLink later is seen next session
+
+
+def _many_registers():
+    @cuda.jit
+    def k(x, out):
+        i = cuda.grid(1)
+        a = cuda.local.array(24, float32)
+        for t in range(24):
+            a[t] = x[(i + t) % x.size]
+        s = float32(0.0)
+        for r in range(24):
+            for t in range(24):
+                s += a[t] * a[r]
+        out[i] = s
+    return k
+
+
+@needs_ptx
+@needs_sim
+def test_max_registers_reaches_ptxas():
+    from kernellab import sim
+
+    fn = _many_registers().fn
+    free, capped = cuda.jit(fn), cuda.jit(max_registers=32)(fn)
+    assert capped.max_registers == 32 and getattr(free, "max_registers", None) is None
+    x = np.ones(64, np.float32)
+    got = {}
+    for name, kernel in (("free", free), ("capped", capped)):
+        out = np.zeros(64, np.float32)
+        with sim.capture() as cap:
+            kernel[1, 64](x, out)
+        assert (out == 576).all()
+        (stats,) = cap.launches
+        got[name] = stats.resources
+        assert got[name] is not None, stats.resources_note
+    assert got["free"].registers > 32          # the cap bites: not the same report cached
+    assert got["capped"].registers <= 32
+    assert cuda.jit(max_registers=np.int64(40))(fn).max_registers == 40
+    for bad in (0, 256, 3.5, True):
+        with pytest.raises(ValueError, match="max_registers must be"):
+            cuda.jit(max_registers=bad)(fn)
+
+
+def test_opt_in_shared_memory_per_block():
+    # Programming Guide, "Technical Specifications per Compute Capability": 163 KB a block
+    # after an opt-in on 8.0, 227 KB on 9.0
+    assert SM_LIMITS[(8, 0)].max_shared_per_block_optin == 163 * 1024
+    assert SM_LIMITS[(9, 0)].max_shared_per_block_optin == 227 * 1024
+    res = _res(32, 100 * 1024)
+    assert occupancy(res, 128).blocks_per_sm == 0                     # above 48 KiB
+    # (102400 + 1024) B a block: 167936 // 103424 = 1 on 8.0, 233472 // 103424 = 2 on 9.0
+    assert occupancy(res, 128, opt_in=True).blocks_per_sm == 1
+    assert occupancy(res, 128, cc=(9, 0), opt_in=True).blocks_per_sm == 2
+    most = _res(32, 163 * 1024)
+    assert occupancy(most, 128, opt_in=True).blocks_per_sm == 1       # 167936 = all of 164 K
+    occ = occupancy(most, 128, dynamic_shared_bytes=1, opt_in=True)
+    assert (occ.blocks_per_sm, occ.limiter) == (0, "shared memory")
+    assert occupancy(most, 128, dynamic_shared_bytes=64 * 1024, cc=(9, 0),
+                     opt_in=True).blocks_per_sm == 1
+
+
+def test_numpy_integers_are_accepted():
+    from kernellab.sim.launch import normalize_launch_bounds
+
+    assert normalize_launch_bounds(np.int64(128)) == (128,)
+    lb = normalize_launch_bounds((np.int32(256), np.int64(2)))
+    assert lb == (256, 2) and all(type(v) is int for v in lb)
+    with pytest.raises(ValueError, match="launch_bounds must be"):
+        normalize_launch_bounds(np.bool_(True))
+    one = _Dispatcher({("float32[::1]",): (64, 16, 2048)})
+    for arg in ((one, np.int64(256)), [(one, np.int32(256), np.int64(0))]):
+        row = next(line for line in resource_table(arg).splitlines()
+                   if line.startswith("gpu_kernel"))
+        assert row.split()[1:3] == ["256", "64"]
+    assert occupancy(_res(np.int64(64)), np.int64(256)).blocks_per_sm == 4
+
+
+@needs_ptx
+@needs_sim
+def test_printed_launch_stats_show_registers_and_occupancy():
+    from kernellab import sim
+
+    x = np.ones(64, np.float32)
+    with sim.capture() as cap:
+        _scale[1, 64](x, np.float32(2.0))
+    (stats,) = cap.launches
+    assert stats._resources == {}              # nothing asked yet: no ptxas run
+    assert "registers" not in repr(stats) and stats._resources == {}
+    text = str(stats)
+    res = stats.resources
+    occ = occupancy(res, 64)
+    assert text.startswith(repr(stats))
+    assert (f"registers/thread {res.registers}, local frame {res.stack_frame_bytes} B, "
+            f"spill st/ld 0/0 B, occupancy {100 * occ.fraction:.1f} % "
+            f"({occ.blocks_per_sm} blocks/SM, limited by {occ.limiter}; cc 8.0)") in text
+    with sim.capture(gpu_compile=False) as cap:
+        _scale[1, 64](x, np.float32(2.0))
+    assert "GPU compile was off" in str(cap.launches[0])
