@@ -43,8 +43,8 @@ def configure(**opts) -> dict:
     each kernel to PTX once per signature, :mod:`kernellab.sim.ptx`), ``shuffle`` (None or an
     int seed), ``watchdog_s`` (float seconds per launch), ``sites`` (bool: log each access's
     source instruction and report per-site global traffic, ``LaunchStats.sites``, and shared
-    requests and wavefronts, ``LaunchStats.shared_sites``; about 1.4x
-    the logging cost, so off unless a grader asks). Raises ``ValueError`` for an unknown
+    requests and wavefronts, ``LaunchStats.shared_sites``; it adds to the logging cost, so it
+    is off unless a grader asks). Raises ``ValueError`` for an unknown
     option or executor.
     """
     old = {}

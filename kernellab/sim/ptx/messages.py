@@ -34,7 +34,7 @@ def trim_compiler_message(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     """The useful part of a numba-cuda compiler message.
 
     numba's "No implementation of function ... found for signature" errors list every candidate
-    overload and why each failed, nested several levels deep (a ``str()`` call gives ~200 lines).
+    overload and why each failed, nested several levels deep (its ``str()`` runs to many lines).
     Kept: the summary up to the candidate list (the function and the argument types it was called
     with), then whatever follows the list at the top level (``During:`` lines, the source
     snippet). ``raised from <numba file>`` lines, ``During: Pass <compiler pass>`` lines and

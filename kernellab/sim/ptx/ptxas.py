@@ -5,14 +5,14 @@ code. nvJitLink (CUDA Toolkit, "nvJitLink" documentation: ``nvJitLinkCreate`` wi
 ``-arch=sm_XY`` and ``-verbose``, ``nvJitLinkAddData`` of ``NVJITLINK_INPUT_PTX``,
 ``nvJitLinkComplete``, ``nvJitLinkGetInfoLog``) runs ptxas without a GPU and hands back its
 ``-verbose`` log (the ``ptxas --verbose`` output of the CUDA Compiler Driver NVCC documentation,
-"Printing Code Generation Statistics")::
+"Printing Code Generation Statistics"), of this form (R, F, S, L, B stand for the figures)::
 
     ptxas info    : Compiling entry function '_Z...' for 'sm_80'
     ptxas info    : Function properties for _Z...
-    ptxas         .     128 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-    ptxas info    : Used 206 registers, used 1 barriers, 865 bytes cmem[0]
+    ptxas         .     F bytes stack frame, S bytes spill stores, L bytes spill loads
+    ptxas info    : Used R registers, used 1 barriers, ... bytes cmem[0]
     info    : Function properties for '_Z...':
-    info    : used 206 registers, used 1 barriers, 128 stack, 24704 bytes smem, ...
+    info    : used R registers, used 1 barriers, F stack, B bytes smem, ...
 
 The link runs in the compile helper (op ``resources`` of :mod:`kernellab.sim.ptx.child`), so a
 ptxas that crashes or hangs costs a helper, not the kernel's process. :func:`parse_ptxas_log`
@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 
 #: Seconds ptxas may take on one kernel before the helper is killed and the kernel's resources
-#: are reported as unknown (a ptxas run of the course's largest kernel takes about a second).
+#: are reported as unknown: a bound for a hung ptxas, far above any kernel of the course.
 PTXAS_TIMEOUT_S = 60.0
 
 _ENTRY = re.compile(r"\.entry\s+([$\w.]+)\s*\(")
