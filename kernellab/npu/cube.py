@@ -28,8 +28,10 @@ class LoadData2DParams:
     """Ascend C ``LoadData2DParams`` (Load2D page, ``atlasascendc_api_07_0238``), in fractals of
     512 B: ``repeat_times`` source fractals, the first at ``start_index``, ``src_stride`` apart,
     written one after another into the destination with ``dst_gap`` fractals between them; each
-    transposed in place when ``if_transpose`` (2-byte types here; int8 transposes need
-    LoadDataWithTranspose, not modelled). ``sid`` and ``addrMode`` are not modelled."""
+    transposed in place when ``if_transpose`` (2-byte types only: an int8 B needs
+    LoadDataWithTranspose, ``atlasascendc_api_07_0239``, whose parameter form is not modelled;
+    the block form ``load_data(..., transpose=True)`` gives its result). ``sid`` and
+    ``addrMode`` are not modelled."""
 
     start_index: int = 0
     repeat_times: int = 1
@@ -90,13 +92,18 @@ def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams | Non
 
     The block's fractals are written in row-major order (big Z: what LoadData2DParams'
     ``startIndex``/``srcStride``/``repeatTimes`` walk does on the hardware), each one as L1
-    holds it (row-major, small z) or, with ``transpose=True`` (LoadData2DParams
-    ``ifTranspose``), transposed in place (column-major, small n). The flag reorders bytes;
-    the matrix the tensor holds stays the block. So A goes to L0A without the flag (ZZ) and B
-    to L0B with it (ZN), as the Ascend C matmul samples do ("transform nz to zn"); the cube
-    rejects the other two (:class:`~kernellab.npu.errors.LayoutError`). For int8 a ZN fractal
-    is 32 x 16 (Mmad page), so an int8 block loaded with the flag needs rows in multiples of
-    32. Raises PositionError, ShapeError, AlignmentError, DTypeError."""
+    holds it (row-major, small z) or, with ``transpose=True``, transposed (column-major,
+    small n). The flag reorders bytes; the matrix the tensor holds stays the block. So A goes
+    to L0A without the flag (ZZ) and B to L0B with it (ZN), as the Ascend C matmul samples do
+    ("transform nz to zn"); the cube rejects the other two
+    (:class:`~kernellab.npu.errors.LayoutError`). For 2-byte types the flag is Load2D's
+    ``LoadData2DParams.ifTranspose``: each 16 x 16 fractal transposed in place. For int8 it
+    models ``LoadDataWithTranspose`` (``atlasascendc_api_07_0239``): the ZN fractal is 32 x 16
+    (Mmad page), so each one is drawn from two 16 x 32 L1 fractals (one 32 x 32 square
+    transposed and split again), not a fractal transposed in place; an int8 block loaded with
+    the flag needs rows in multiples of 32. Only the result is modelled, not
+    LoadDataWithTranspose's own parameters. Raises PositionError, ShapeError, AlignmentError,
+    DTypeError."""
     c = ctx()
     where = caller_src()
     for t in (dst, src):
@@ -162,6 +169,7 @@ def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams | Non
     block = whole[row:row + rows, col:col + cols]
     dst.np(rows * cols)[...] = encode(block, layout, fr, fc)
     dst.rows, dst.cols, dst.fmt = rows, cols, layout
+    dst._alloc.srcs["load_data"] = where          # for mmad's LayoutError: where to add the flag
     nb = rows * cols * dst.dtype.itemsize
     c.op(MTE1, "load_data", ("load", dst.position.memory, nb), where, nb,
          path=f"L1->{dst.position.memory}")
@@ -180,16 +188,19 @@ def _operand(t: LocalTensor, name: str, want: str, where, shape=None) -> np.ndar
                                     f"does not fit the {t.position.name} tensor of {t.size}")
         return decode(t.np(r * cc), want, r, cc, fr, fc)
     if t.fmt != want:
-        flag = "with" if want == "ZN" else "without"
+        loaded = t._alloc.srcs.get("load_data")
+        at = format_src(loaded, code=False) if loaded else "its load_data call"
+        fix = ("without transpose=True; add transpose=True to that call" if want == "ZN" else
+               "with transpose=True; remove transpose=True from that call")
         got = ("row-major (ZZ: L1's NZ fractals copied as they are)" if t.fmt == "ZZ" else
                "column-major (ZN: transposed by load_data(..., transpose=True))")
         raise errors.LayoutError(
-            f"{format_src(where)}\nmmad reads {name} from {t.position.memory} as {want} "
+            f"{format_src(where)}\n{name} was loaded at {at} {fix}.\n"
+            f"Why: mmad reads {name} from {t.position.memory} as {want} "
             f"(fractals in row-major order, each one "
             f"{'column' if want == 'ZN' else 'row'}-major: Ascend C Mmad page), but this "
             f"{t.position.name} tensor's fractals are {got}. On the hardware the cube would "
-            f"read every fractal of {name} transposed and compute a wrong result. Load {name} "
-            f"{flag} the flag: asc.load_data(..., transpose={want == 'ZN'}).")
+            f"read every fractal of {name} transposed and compute a wrong result.")
     return decode(t.np(t.rows * t.cols), want, t.rows, t.cols, fr, fc)
 
 

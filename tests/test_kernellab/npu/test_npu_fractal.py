@@ -131,6 +131,10 @@ def test_forgetting_the_transpose_flag_on_b_is_a_layout_error():
                    (A, B, np.zeros((m, n), np.float32), m, n, k))
     msg = str(exc.value)
     assert "reads B from L0B as ZN" in msg and "transpose=True" in msg
+    # the fix is named at the load, not at mmad: "B was loaded at <file:line> without ..."
+    first = msg.splitlines()[1]
+    assert first.startswith("B was loaded at test_npu_fractal.py:") and \
+        first.endswith("without transpose=True; add transpose=True to that call."), msg
     assert exc.value.kind == "layout"
 
 
@@ -157,9 +161,13 @@ def test_int8_matmul_with_per_channel_dequantisation_in_fixpipe():
     assert np.array_equal(C, exact.astype(np.float16))
 
 
-def _ported_kernel(b_transpose):
-    """The vendor matmul sample's SplitA / SplitB, ported call for call: LoadData2DParams walks
-    over 512 B fractals ("transform nz to zz" for A, "transform nz to zn" for B)."""
+def _ported_kernel(b_transpose, sample_split_b=False):
+    """LoadData2DParams walks over 512 B fractals ("transform nz to zz" for A, "transform nz
+    to zn" for B), generalised from the vendor matmul sample's SplitA / SplitB to tiles more
+    than one fractal wide: one call per fractal row. With ``sample_split_b`` B is loaded as
+    the sample's SplitB does, exactly: one call, ``repeatTimes = kBlocks``, ``srcStride = 1``,
+    ``ifTranspose = true`` (right for a B slab one fractal wide, n = 16: its k1 fractals are
+    contiguous in L1's NZ and L0B's ZN alike)."""
 
     @asc.kernel(core="aic")
     def mm(a, b, c, m: int, n: int, k: int):
@@ -180,9 +188,14 @@ def _ported_kernel(b_transpose):
         for i in range(m1):                               # row i of A's fractals -> ZZ
             asc.load_data(a2[i * 16 * k:], a1, asc.LoadData2DParams(
                 start_index=i, repeat_times=k1, src_stride=m1))
-        for i in range(k1):                               # row i of B's fractals -> ZN
-            asc.load_data(b2[i * 16 * n:], b1, asc.LoadData2DParams(
-                start_index=i, repeat_times=n1, src_stride=k1, if_transpose=b_transpose))
+        if sample_split_b:                                # the sample's SplitB, as it is
+            assert n1 == 1
+            asc.load_data(b2, b1, asc.LoadData2DParams(
+                repeat_times=k1, src_stride=1, if_transpose=b_transpose))
+        else:
+            for i in range(k1):                           # row i of B's fractals -> ZN
+                asc.load_data(b2[i * 16 * n:], b1, asc.LoadData2DParams(
+                    start_index=i, repeat_times=n1, src_stride=k1, if_transpose=b_transpose))
         q_a2.enque(a2)
         q_b2.enque(b2)
         q_a1.free_tensor(a1)
@@ -215,3 +228,14 @@ def test_a_kernel_ported_from_ascend_c_is_right_and_without_the_flag_wrong():
     np.testing.assert_allclose(wrong, A.astype(np.float64) @ blockwise_t.astype(np.float64),
                                rtol=1e-5, atol=1e-5 * np.sqrt(k))
     assert not np.allclose(wrong, ref, atol=1e-2)
+
+
+def test_the_vendor_samples_split_b_one_call_is_right_for_one_fractal_column():
+    m, k, n = 32, 48, 16
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((m, k)).astype(np.float16)
+    B = rng.standard_normal((k, n)).astype(np.float16)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    C = np.full((m, n), np.nan, np.float32)
+    npu.launch(_ported_kernel(True, sample_split_b=True), 1, (A, B, C, m, n, k))
+    np.testing.assert_allclose(C, ref, rtol=1e-5, atol=1e-5 * np.sqrt(k))

@@ -181,6 +181,19 @@ def test_tbuf_kernel_with_its_ordering_passes_every_case():
     assert all(c.passed for c in rep.cases) and rep.cases, rep.to_text()
 
 
+def test_forgotten_b_flag_report_names_the_load_line_and_the_flag():
+    """b_no_transpose.py: the report says where B was loaded and what to add there, in plain
+    words before the ZN/ZZ explanation (not only the mmad line where the layout is read)."""
+    rep = graded("npu-matmul", "b_no_transpose.py", False)
+    text = rep.to_text()
+    assert rep.cases and not any(c.passed for c in rep.cases), text
+    for c in rep.cases:
+        err = c.error or ""
+        assert "LayoutError" in err and "B was loaded at line " in err, text
+        assert "without transpose=True; add transpose=True to that call." in err, text
+        assert err.index("add transpose=True") < err.index("as ZN"), text
+
+
 def test_best_single_buffered_kernel_misses_the_one_core_rule():
     """One buffer with the largest tile UB allows is the best a single-buffered kernel does
     (3.55x); with tiles of 8192 it is 2.85x: both below the one-core threshold, which the
