@@ -47,7 +47,9 @@ Not in v1 (Ascend C has them; the simulator raises or lacks them):
 * the repeat/mask/stride form of vector ops (count form only), ``select``/``compare``/
   ``gather``, ``get_value``/``set_value``;
 * ``asc.adv.Matmul`` and the host matmul tiling heuristic; ``TQueBind``, ``TBufPool``;
-* UB->L1 copies, GM->L0A/L0B (Load2D from GM), LoadDataWithTranspose and Load3D (L1/L0 bytes
+* UB->L1 copies (on A2/A3 via GM: DataCopyPad's VECIN/VECOUT->TSCM goes UB->GM->L1,
+  ``atlasascendc_api_07_0265``), GM->L0A/L0B (Load2D from GM), LoadDataWithTranspose's
+  parameter form (``load_data(..., transpose=True)`` gives its int8 result) and Load3D (L1/L0 bytes
   are stored in the real fractal layouts, :mod:`~kernellab.npu.fractal`; ``load_data`` takes a
   block or a ``LoadData2DParams`` fractal walk), the coupled (910A-like) preset;
 * UB bank conflicts, scalar-unit cost beyond a fixed issue cost per call.

@@ -51,7 +51,8 @@ def _paths_help():
             "UB->GM (data_copy, MTE3); L1->L0A/L0B (load_data, MTE1); L0C->GM (fixpipe, FIX). "
             "Not modelled here: GM->L0A/L0B (Load2D moves GM->A2/B2 on Atlas A2/A3: Ascend C "
             "API reference, Load2D, atlasascendc_api_07_0238), "
-            "UB->L1; there is no L0C->UB path on A2/A3.")
+            "UB->L1 (on A2/A3 not a direct path: DataCopyPad's VECIN/VECOUT->TSCM goes "
+            "UB->GM->L1, atlasascendc_api_07_0265); there is no L0C->UB path on A2/A3.")
 
 
 def data_copy(dst, src, count=None, *, nd2nz=None) -> None:
