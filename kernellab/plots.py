@@ -280,11 +280,12 @@ def access_map(trace, array, shape, *, by="lane", kind="r", space=None, warp=Non
 
 def bank_heatmap(trace, *, array=None, kind="r", line=None, warp=None, itemsize=4, ax=None,
                  title=None, vmax=None):
-    """Heat map of :func:`kernellab.sim.trace.bank_counts`: one row per shared-memory warp request,
-    one column per bank, colour = distinct words that request touches in that bank (1 everywhere:
-    no conflict; a column of 32: a 32-way conflict). Returns the Figure; the title gives the
-    wavefronts (sum over requests of the row maxima) against the requests. ``vmax``: top of the
-    colour scale (default: the largest count, at least 2). The counts drawn are
+    """Heat map of :func:`kernellab.sim.trace.bank_counts`: one row per shared-memory warp request
+    (per phase of one, for 8- and 16-byte elements), one column per bank, colour = distinct
+    words that row touches in that bank (1 everywhere: no conflict; a column of 32: a 32-way
+    conflict). Returns the Figure; the title gives the wavefronts (sum of the row maxima)
+    against the requests. ``vmax``: top of the colour scale (default: the largest count, at
+    least 2). The counts drawn are
     ``ax.images[0].get_array()`` (0 shown blank)."""
     import numpy as np
 
@@ -310,7 +311,7 @@ def bank_heatmap(trace, *, array=None, kind="r", line=None, warp=None, itemsize=
     ax.set_xticks(range(0, BANKS, 4))
     wave = int(counts.max(axis=1).sum()) if len(reqs) else 0
     if title is None:
-        title = f"{array or 'shared'}: {len(reqs)} requests, {wave} wavefronts"
+        title = f"{array or 'shared'}: {len(set(reqs.tolist()))} requests, {wave} wavefronts"
     ax.set_title(title, fontsize=9)
     return fig
 

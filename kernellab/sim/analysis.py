@@ -49,6 +49,23 @@ class _NeedDetail(Exception):
         self.mode = mode
 
 
+#: Bytes one shared-memory wavefront serves a warp's lanes (32 banks x 4 B): a request of
+#: 8-byte elements is served in two phases of 16 lanes, of 16-byte elements in four of 8.
+PHASE_BYTES = BANKS * BANK_BYTES
+#: The most phases a request has (16-byte elements): the phase index's room in a key.
+MAX_PHASES = 4
+
+
+def _phase_of(lane, isz):
+    """The phase (0..3) of each access of a warp request: lane // (128 // itemsize) -- lanes
+    0-15 and 16-31 for 8-byte elements, quarter-warps for 16-byte ones, one phase for 4 bytes
+    or less. Each phase is a request of its own to the banks: its wavefronts are counted apart
+    and added (NVIDIA's answers on the NVIDIA Developer Forums on 64- and 128-bit shared
+    accesses; the CUDA C++ Programming Guide, "Shared Memory" of compute capability 5.x and
+    later, gives the 32 banks of 32 bits but no rule for wider accesses)."""
+    return (lane & (WARP - 1)) * isz // PHASE_BYTES
+
+
 def _bank_words(req, addr, isz):
     """``(req, word)``: the 4-byte shared-memory words (``addr // BANK_BYTES``; word w is in
     bank w mod 32) of each access, tagged with the access's request ``req``; an 8- or 16-byte
@@ -61,6 +78,22 @@ def _bank_words(req, addr, isz):
         req = np.concatenate([req] + [req[m] for m in more])
         word = np.concatenate([word] + [word[m] + k for k, m in enumerate(more, 1)])
     return req, word
+
+
+def _phase_wavefronts(preq, word, n):
+    """``(wavefronts, ideal)`` of each of ``n`` requests, from its accesses' words tagged
+    ``preq = request * MAX_PHASES + phase``: per phase, the most distinct words in one bank
+    (a word many lanes read is one broadcast) and, without conflicts, ceil(distinct words /
+    32); each summed over the request's phases."""
+    uw = _uniq((preq << 34) | word)
+    owner = uw >> 34
+    bank = (uw & ((1 << 34) - 1)) % BANKS
+    per_bank = np.bincount(owner * BANKS + bank, minlength=n * MAX_PHASES * BANKS)
+    waves = per_bank.reshape(n, MAX_PHASES, BANKS).max(axis=2).sum(axis=1)
+    ideal = (-(-np.bincount(owner, minlength=n * MAX_PHASES) // BANKS)).reshape(
+        n, MAX_PHASES).sum(axis=1)
+    return waves, ideal
+
 
 class _Launch(_Explain):
     """One launch's state and the bulk analysis of its access logs (see the module docstring)."""
@@ -384,14 +417,12 @@ class _Launch(_Explain):
                         bm[(o[sel] + root.itemsize - 1) // SECTOR] = True
         if (~isg).any():
             sa, sr, si = addr[~isg], rinv[~isg], isz[~isg]
+            phase = _phase_of(tid[~isg], si)
             if site is not None:
-                self._count_shared_sites(sa, sr, si, site[~isg], req_ak, aid[~isg])
-            sr, word = _bank_words(sr, sa, si)
+                self._count_shared_sites(sa, sr, si, site[~isg], req_ak, aid[~isg], phase)
             ur, sinv = _dense(sr)
-            uw = _uniq((sinv << 34) | word)
-            bank = (uw & ((1 << 34) - 1)) % BANKS
-            per_bank = np.bincount((uw >> 34) * BANKS + bank, minlength=len(ur) * BANKS)
-            waves = per_bank.reshape(len(ur), BANKS).max(axis=1)
+            preq, word = _bank_words(sinv * MAX_PHASES + phase, sa, si)
+            waves, _ = _phase_wavefronts(preq, word, len(ur))
             cost += np.bincount(req_ak[ur], weights=waves, minlength=nak).astype(np.int64)
         for a in np.flatnonzero(n_ak).tolist():
             root = self.roots[a >> 1]
@@ -443,9 +474,10 @@ class _Launch(_Explain):
             row = [int(x[k]) for x in sums]
             acc[site_ak] = row if got is None else [a + b for a, b in zip(got, row)]
 
-    def _count_shared_sites(self, sa, sr, si, ssite, req_ak, said):
+    def _count_shared_sites(self, sa, sr, si, ssite, req_ak, said, phase):
         """Per access site and shared array: requests, wavefronts, the wavefronts the same
-        requests need without bank conflicts (ceil(distinct 4-byte words / 32) each), and the
+        requests need without bank conflicts (ceil(distinct 4-byte words / 32) each phase,
+        :func:`_phase_of`), and the
         worst request's wavefronts. A site's request is the accesses of one warp-level request
         made from that site (as :meth:`_count_sites`). Mode 2 only: the bank-conflict detail
         of a speed rule (CUDA C++ Programming Guide, "Shared Memory" of compute capability
@@ -455,13 +487,8 @@ class _Launch(_Explain):
         nsub = len(usub)
         first = np.zeros(nsub, np.int64)        # an access of each sub-request: its array
         first[subinv] = np.arange(len(subinv))
-        subinv, word = _bank_words(subinv, sa, si)
-        uw = _uniq((subinv << 34) | word)
-        owner = uw >> 34
-        bank = (uw & ((1 << 34) - 1)) % BANKS
-        per_bank = np.bincount(owner * BANKS + bank, minlength=nsub * BANKS)
-        waves = per_bank.reshape(nsub, BANKS).max(axis=1)
-        ideal = -(-np.bincount(owner, minlength=nsub) // BANKS)
+        preq, word = _bank_words(subinv * MAX_PHASES + phase, sa, si)
+        waves, ideal = _phase_wavefronts(preq, word, nsub)
         sub_ak = req_ak[usub // len(us)]
         sub_site = us[usub % len(us)]
         nak = int(sub_ak.max()) + 1

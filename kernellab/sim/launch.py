@@ -402,7 +402,8 @@ class LaunchStats:
     bytes its sectors moved), ``shared_sites`` (likewise per shared access site and array:
     ``where``, ``line``, ``array``, ``kind``, ``requests``, ``wavefronts``,
     ``ideal_wavefronts`` -- what the same requests need without bank conflicts,
-    ceil(distinct 4-byte words / 32) each -- and ``worst_wavefronts``, the most one request
+    ceil(distinct 4-byte words / 32) for each phase of each (8-byte elements: two half-warp
+    phases, 16-byte: four quarter-warp phases) -- and ``worst_wavefronts``, the most one request
     took; wavefronts / ideal_wavefronts is the site's bank-conflict degree) and
     ``block_max`` (the busiest block's work, each a maximum over
     the blocks: ``global_sectors``, ``shared_wavefronts``, ``barriers``; zeros with

@@ -8,9 +8,10 @@ request; :data:`kernellab.sim.engine.TRACE_DTYPE`). Arrays in, arrays out; drawi
 * :func:`trace_requests` — the warp-level requests on an array, in issue order;
 * :func:`sector_mask` — the elements in the 32-byte sectors some accesses moved (CUDA C++
   Programming Guide, "Device Memory Accesses");
-* :func:`bank_counts` — distinct 4-byte words per shared-memory bank in each warp request: the
-  bank conflicts (CUDA C++ Programming Guide, "Compute Capabilities", "Shared Memory", compute
-  capability 5.x and later: 32 banks of 4 bytes).
+* :func:`bank_counts` — distinct 4-byte words per shared-memory bank in each warp request
+  (each phase of one, for 8- and 16-byte elements): the bank conflicts (CUDA C++
+  Programming Guide, "Compute Capabilities", "Shared Memory", compute capability 5.x and
+  later: 32 banks of 4 bytes).
 """
 
 from __future__ import annotations
@@ -92,25 +93,31 @@ def sector_mask(trace, array, shape, selected, itemsize):
 
 
 def bank_counts(trace, *, array=None, kind=None, line=None, warp=None, itemsize=4):
-    """Per-bank load of each shared-memory warp request in a sim trace.
+    """Per-bank load of each shared-memory warp request in a sim trace, phase by phase.
 
-    Returns ``(requests, warps, counts)``: request ids in issue order, the warp of each, and an
-    int array ``(n_requests, 32)`` of the *distinct* 4-byte words each request touches in each
-    bank. A request needs ``counts.max(axis=1)`` wavefronts (one pass through the banks per
-    word that shares a bank with another; a word read by many lanes is a broadcast, counted
-    once), the rule of the CUDA C++ Programming Guide for compute capability 5.x and later.
+    Returns ``(requests, warps, counts)``: one row per request *phase*, in issue order -- the
+    request id and warp of each row, and an int array ``(n_rows, 32)`` of the *distinct* 4-byte
+    words that phase touches in each bank. A request of elements of ``itemsize`` 4 bytes or
+    less is one phase (one row); of 8-byte elements two (lanes 0-15, 16-31), of 16-byte
+    elements four (quarter-warps): each phase goes to the banks on its own
+    (:func:`kernellab.sim.analysis._phase_of`), so rows of one request share its id. A row
+    needs ``counts.max(axis=1)`` wavefronts (one pass through the banks per word that shares a
+    bank with another; a word read by many lanes is a broadcast, counted once), and the sum of
+    those is the launch's shared wavefronts counter for the same requests.
     """
     sel = trace[select(trace, array, kind=kind, space="s", line=line, warp=warp)]
     ids, first, inv = np.unique(sel["request"], return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")          # issue order
     rank = np.empty(len(ids), np.int64)
     rank[order] = np.arange(len(ids))
+    phase = (sel["lane"].astype(np.int64) % 32) * int(itemsize) // (BANKS * BANKBYTES)
+    rows, rinv = np.unique(rank[inv] * 4 + phase, return_inverse=True)   # issue, then phase
     nwords = max(1, int(itemsize) // BANKBYTES)
-    row = np.repeat(rank[inv], nwords)
+    row = np.repeat(rinv.ravel(), nwords)
     word = (sel["addr"][:, None] // BANKBYTES + np.arange(nwords)[None, :]).ravel()
-    pairs = np.unique(np.stack([row, word]), axis=1)  # distinct (request, word)
-    counts = np.zeros((len(ids), BANKS), np.int64)
+    pairs = np.unique(np.stack([row, word]), axis=1)  # distinct (row, word)
+    counts = np.zeros((len(rows), BANKS), np.int64)
     np.add.at(counts, (pairs[0], pairs[1] % BANKS), 1)
+    req_order = ids[order].astype(np.int64)
     warps = sel["warp"][first[order]].astype(np.int64)
-    return ids[order].astype(np.int64), warps, counts
-
+    return req_order[rows // 4], warps[rows // 4], counts
