@@ -9,7 +9,8 @@ test_gemm_cuda_ladder.py; the occupancy arithmetic itself: the sim tier's resour
 * Section 4: the L1 reuse the model does not see — per block, v1 and v2 touch the same number of
   distinct sectors (5 K) while the model counts 33 and 5 per pair of warp requests.
 * Section 6: the sim tier's wavefronts for float64 shared accesses equal the half-warp phase
-  rule the text teaches, at every stride the chapter shows and more.
+  rule the text teaches, at every stride the chapter shows and more, and for the two
+  asymmetric patterns where the rule and a count over the whole warp differ.
 * Section 9: the PTX integer-instruction count classifies by the type suffix (a synthetic PTX).
 * Section 10: the quoted anchors (``kernellab.topics.gemm_anchors``) agree with their own table
   (each share of cuBLAS is its GFLOP/s over cuBLAS's, to the published 0.1%), map every ladder
@@ -121,8 +122,8 @@ def test_v1_and_v2_touch_the_same_distinct_sectors_per_block(K):
         assert distinct == 5 * K, (name, distinct)
 
 
-def _phase_wavefronts(word_of_lane, words_per_lane):
-    per_phase = 32 // words_per_lane
+def _phase_wavefronts(word_of_lane, words_per_lane, lanes_per_phase=None):
+    per_phase = lanes_per_phase or 32 // words_per_lane
     total = 0
     for p0 in range(0, 32, per_phase):
         words = {w for lane in range(p0, p0 + per_phase)
@@ -131,30 +132,52 @@ def _phase_wavefronts(word_of_lane, words_per_lane):
     return total
 
 
+LANE = np.arange(32)
+#: float64 element each lane reads: pure strides (both half-warps conflict alike), and the two
+#: asymmetric patterns of section 6, where the phase rule and a whole-warp count differ.
+FLOAT64_PATTERNS = {
+    **{f"stride {s}": s * LANE for s in (1, 2, 3, 4, 8, 16, 17, 32)},
+    "halves 8 apart": np.where(LANE < 16, 16 * LANE, 16 * (LANE - 16) + 8),
+    "t % 16": LANE % 16,
+}
+
+
+def test_the_asymmetric_patterns_tell_the_phase_rule_from_a_whole_warp_count():
+    words = {k: [2 * int(i) for i in v] for k, v in FLOAT64_PATTERNS.items()}
+    # by the rule: a 16-way conflict in each half-warp; one conflict-free pass per half-warp
+    assert _phase_wavefronts(words["halves 8 apart"], 2) == 32
+    assert _phase_wavefronts(words["halves 8 apart"], 2, lanes_per_phase=32) == 16
+    assert _phase_wavefronts(words["t % 16"], 2) == 2
+    assert _phase_wavefronts(words["t % 16"], 2, lanes_per_phase=32) == 1
+    src = code()
+    assert "np.where(lane < 16, 16 * lane, 16 * (lane - 16) + 8)" in src
+    assert "lane % 16" in src
+    # the 16-byte case the text states: 8 lanes fill the 32 banks, 4 phases, 4 wavefronts
+    assert _phase_wavefronts([4 * t for t in range(32)], 4) == 4
+
+
 @sim_only
-def test_float64_shared_wavefronts_follow_the_half_warp_phase_rule():
+@pytest.mark.parametrize("pattern", list(FLOAT64_PATTERNS))
+def test_float64_shared_wavefronts_follow_the_half_warp_phase_rule(pattern):
     from numba import cuda, float64
 
     from kernellab import sim
 
-    def strided_read(stride):
-        @cuda.jit
-        def kernel(out):
-            s = cuda.shared.array(1024, float64)
-            t = cuda.threadIdx.x
-            s[t * stride] = t
-            cuda.syncthreads()
-            out[t] = s[t * stride]
-        return kernel
+    @cuda.jit
+    def gather(idx, out):
+        s = cuda.shared.array(1024, float64)
+        t = cuda.threadIdx.x
+        for i in range(32):
+            s[32 * i + t] = 32 * i + t
+        cuda.syncthreads()
+        out[t] = s[idx[t]]
 
     assert "phase_wavefronts(" in code()
-    for stride in (1, 2, 3, 4, 8, 16, 17, 32):
-        with sim.capture() as cap:
-            strided_read(stride)[1, 32](np.zeros(32))
-        got = cap.launches[0].counters["shared_load_wavefronts"]
-        assert got == _phase_wavefronts([2 * stride * t for t in range(32)], 2), stride
-    # the 16-byte case the text states: 8 lanes fill the 32 banks, 4 phases, 4 wavefronts
-    assert _phase_wavefronts([4 * t for t in range(32)], 4) == 4
+    idx = FLOAT64_PATTERNS[pattern]
+    with sim.capture() as cap:
+        gather[1, 32](idx, np.zeros(32))
+    got = cap.launches[0].counters["shared_load_wavefronts"]
+    assert got == _phase_wavefronts([2 * int(i) for i in idx], 2), (pattern, got)
 
 
 def test_anchors_agree_with_their_own_table():
