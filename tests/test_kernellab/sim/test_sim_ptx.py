@@ -20,7 +20,8 @@ from kernellab.sim import ptx
 from kernellab.sim.errors import GPUCompileError
 
 _ok, _why = ptx.ptx_available()
-pytestmark = pytest.mark.skipif(not _ok, reason=f"no GPU compiler: {_why}")
+pytestmark = [pytest.mark.skipif(not _ok, reason=f"no GPU compiler: {_why}"),
+              pytest.mark.usefixtures("ptx_cache_dir")]  # conftest: a temporary cache
 needs_sim = pytest.mark.skipif(not device.simulator_active(),
                                reason=f"needs the sim tier, not {kernellab.TIER}")
 
@@ -28,17 +29,6 @@ TILE = 16
 SCALE = 0.5
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _ptx_cache_dir(tmp_path_factory):
-    """The on-disk PTX cache goes to a temporary folder (conftest only redirects the grader's)."""
-    old = os.environ.get("KERNELLAB_CACHE_DIR")
-    os.environ["KERNELLAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("ptx-cache"))
-    ptx.clear_cache()
-    yield
-    if old is None:
-        os.environ.pop("KERNELLAB_CACHE_DIR", None)
-    else:
-        os.environ["KERNELLAB_CACHE_DIR"] = old
 
 
 @cuda.jit

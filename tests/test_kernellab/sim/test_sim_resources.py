@@ -4,7 +4,6 @@ formula of the CUDA Occupancy Calculator against hand-worked cases."""
 
 import kernellab  # noqa: F401  - first: chooses the tier (the simulator on a machine without GPU)
 
-import os
 
 import numpy as np
 import pytest
@@ -24,17 +23,7 @@ needs_sim = pytest.mark.skipif(not device.simulator_active(),
                                reason=f"needs the sim tier, not {kernellab.TIER}")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _ptx_cache_dir(tmp_path_factory):
-    """PTX and ptxas reports go to a temporary cache folder."""
-    old = os.environ.get("KERNELLAB_CACHE_DIR")
-    os.environ["KERNELLAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("ptx-cache"))
-    ptx.clear_cache()
-    yield
-    if old is None:
-        os.environ.pop("KERNELLAB_CACHE_DIR", None)
-    else:
-        os.environ["KERNELLAB_CACHE_DIR"] = old
+pytestmark = pytest.mark.usefixtures("ptx_cache_dir")  # conftest: a temporary cache
 
 
 def _res(regs, shared=0):
