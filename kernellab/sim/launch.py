@@ -95,22 +95,20 @@ def _is_int(v) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
 
 
-#: The most registers a thread can be given (CUDA C++ Programming Guide, "Technical
-#: Specifications per Compute Capability": 255 on 8.0 and 9.0).
-MAX_REGISTERS_PER_THREAD = 255
-
-
 def normalize_max_registers(max_registers):
     """``max_registers`` of ``@cuda.jit`` (numba-cuda: the most registers a thread of the
     kernel may use, applied when the PTX is turned into machine code; ptxas's
     ``-maxrregcount``) as an int, or None. Raises ValueError in plain words for anything but an
-    integer 1..255."""
+    integer from 1 to the most a thread can have (the model profile's
+    ``max_registers_per_thread``: 255)."""
     if max_registers is None:
         return None
-    if not (_is_int(max_registers) and 1 <= max_registers <= MAX_REGISTERS_PER_THREAD):
-        raise ValueError(f"max_registers must be an integer from 1 to "
-                         f"{MAX_REGISTERS_PER_THREAD} (registers a thread), got "
-                         f"{max_registers!r}")
+    from kernellab.sim.model import get_profile
+
+    most = get_profile().max_registers_per_thread
+    if not (_is_int(max_registers) and 1 <= max_registers <= most):
+        raise ValueError(f"max_registers must be an integer from 1 to {most} (registers a "
+                         f"thread), got {max_registers!r}")
     return int(max_registers)
 
 
