@@ -22,15 +22,17 @@ from numba.cuda.np import numpy_support as _npsupport
 
 from kernellab.sim import arrays as _a
 from kernellab.sim import content_digest
+from kernellab.sim import racecheck as _racecheck
 from kernellab.sim.arrays import (
     AID_SHIFT, ATOMIC_BIT, CTX_SHIFT, OFF_BITS, OFF_MASK, SITE_MASK, W_SHIFT, WRITE_BIT,
     _STORE_BITS, SimArray, _codes, _ctx_ids, _ctxs, _idx_str, _join, _listeners, _new_log, _Root,
     _where, _wrap,
 )
+from kernellab.sim.banks import MAX_PHASES, _bank_words, _phase_of, _phase_wavefronts, _uniq
 from kernellab.sim.counters import COUNTER_KEYS
-from kernellab.sim.cudamod import _poisoned
+from kernellab.sim.cudamod import _local_footprints, _poisoned
 from kernellab.sim.errors import LaunchConfigError, UninitialisedReadError
-from kernellab.sim.settings import _OPTS, ALIGN, BANK_BYTES, BANKS, MAX_STATIC_SHARED, SECTOR, WARP
+from kernellab.sim.settings import _OPTS, ALIGN, MAX_STATIC_SHARED, SECTOR, WARP
 from kernellab.sim.sites import _assigned_name, _Explain, _instr_start, _unravel
 
 MEMO_ENTRIES = 32         # distinct per-block shared-memory logs remembered a launch
@@ -49,50 +51,11 @@ class _NeedDetail(Exception):
         self.mode = mode
 
 
-#: Bytes one shared-memory wavefront serves a warp's lanes (32 banks x 4 B): a request of
-#: 8-byte elements is served in two phases of 16 lanes, of 16-byte elements in four of 8.
-PHASE_BYTES = BANKS * BANK_BYTES
-#: The most phases a request has (16-byte elements): the phase index's room in a key.
-MAX_PHASES = 4
-
-
-def _phase_of(lane, isz):
-    """The phase (0..3) of each access of a warp request: lane // (128 // itemsize) -- lanes
-    0-15 and 16-31 for 8-byte elements, quarter-warps for 16-byte ones, one phase for 4 bytes
-    or less. Each phase is a request of its own to the banks: its wavefronts are counted apart
-    and added (NVIDIA's answers on the NVIDIA Developer Forums on 64- and 128-bit shared
-    accesses; the CUDA C++ Programming Guide, "Shared Memory" of compute capability 5.x and
-    later, gives the 32 banks of 32 bits but no rule for wider accesses)."""
-    return (lane & (WARP - 1)) * isz // PHASE_BYTES
-
-
-def _bank_words(req, addr, isz):
-    """``(req, word)``: the 4-byte shared-memory words (``addr // BANK_BYTES``; word w is in
-    bank w mod 32) of each access, tagged with the access's request ``req``; an 8- or 16-byte
-    element occupies 2 or 4 consecutive words, each listed (CUDA C++ Programming Guide,
-    "Shared Memory", compute capability 5.x and later)."""
-    word = addr // BANK_BYTES
-    if (isz > BANK_BYTES).any():
-        wide = isz > BANK_BYTES
-        more = [wide & (isz > BANK_BYTES * k) for k in range(1, 4)]
-        req = np.concatenate([req] + [req[m] for m in more])
-        word = np.concatenate([word] + [word[m] + k for k, m in enumerate(more, 1)])
-    return req, word
-
-
-def _phase_wavefronts(preq, word, n):
-    """``(wavefronts, ideal)`` of each of ``n`` requests, from its accesses' words tagged
-    ``preq = request * MAX_PHASES + phase``: per phase, the most distinct words in one bank
-    (a word many lanes read is one broadcast) and, without conflicts, ceil(distinct words /
-    32); each summed over the request's phases."""
-    uw = _uniq((preq << 34) | word)
-    owner = uw >> 34
-    bank = (uw & ((1 << 34) - 1)) % BANKS
-    per_bank = np.bincount(owner * BANKS + bank, minlength=n * MAX_PHASES * BANKS)
-    waves = per_bank.reshape(n, MAX_PHASES, BANKS).max(axis=2).sum(axis=1)
-    ideal = (-(-np.bincount(owner, minlength=n * MAX_PHASES) // BANKS)).reshape(
-        n, MAX_PHASES).sum(axis=1)
-    return waves, ideal
+def _block_work(c):
+    """The launch's counted work so far, in the order of :data:`BLOCK_MAX_KEYS` (every block
+    is flushed when it ends, so the difference across a block is that block's work)."""
+    return (c["global_load_sectors"] + c["global_store_sectors"],
+            c["shared_load_wavefronts"] + c["shared_store_wavefronts"], c["barriers"])
 
 
 class _Launch(_Explain):
@@ -152,6 +115,38 @@ class _Launch(_Explain):
         # the busiest block's work: the most global sectors, shared wavefronts and barriers
         # one block had (each a maximum over the blocks on its own)
         self.block_max = dict.fromkeys(BLOCK_MAX_KEYS, 0)
+
+    # -- a block (both executors)
+    def begin_block(self, ctaid, blin):
+        """Reset the per-block state for block ``ctaid`` (linear index ``blin``); returns the
+        work counted so far, for :meth:`end_block`."""
+        self.ctaid = ctaid
+        self.blin = blin
+        self.shared_roots = {}
+        self.block_roots = []
+        self.roots = list(self.groots)      # shared arrays' ids are reused block to block
+        self.epoch = 0
+        self.bar_sites = []
+        self.block_start_flush = True
+        self.block_open = True
+        self.block_event0 = self.nwevents
+        self.shared_bytes = 0
+        self.shared_bytes_used = 0
+        self.dyn = None
+        return _block_work(self.counters)
+
+    def end_block(self, work0):
+        """Close the block: analyse what is left, fold its work into ``block_max``, its
+        ``cuda.local`` arrays into the local-memory figures and its shared bytes."""
+        self.block_open = False
+        self.flush()
+        c = self.counters
+        bm = self.block_max
+        for k, w1, w0 in zip(BLOCK_MAX_KEYS, _block_work(c), work0):
+            bm[k] = max(bm[k], w1 - w0)
+        _local_footprints(self)
+        c["shared_bytes_per_block"] = max(c["shared_bytes_per_block"],
+                                          self.shared_bytes + (self.dynshared_size or 0))
 
     # -- memory
     def global_root(self, name, arr):
@@ -306,7 +301,15 @@ class _Launch(_Explain):
             site = self._canonical(site)
         else:
             site = None
-        nep = int(meta[:, 1].max()) + 1
+        return self.analyse(key, blin, epoch, tid, wep, site, ctx)
+
+    def analyse(self, key, blin, epoch, tid, wep, site=None, ctx=None):
+        """Analyse log entries (int64 arrays, one element an access: the entry, its block,
+        barrier interval, thread and warp-sync epoch; ``site``/``ctx`` in modes 2 and 3): the
+        counters, races and uninitialised reads. Returns True when any entry is a store. The
+        greenlet executor's :meth:`flush` and the compiled path
+        (:mod:`kernellab.sim.compiled`) both end here."""
+        nep = int(epoch.max()) + 1
         _, iv = _dense(blin * nep + epoch)
         self.isz_by_aid = np.array([r.itemsize for r in self.roots], np.int64)
         self.base_by_aid = np.array([r.base for r in self.roots], np.int64)
@@ -319,7 +322,7 @@ class _Launch(_Explain):
             parts.append((None, bool(isg.all())))
         else:
             parts = [(np.flatnonzero(isg), True), (np.flatnonzero(~isg), False)]
-        whole_block = self.block_start_flush and len(segs) and not self.block_open
+        whole_block = self.block_start_flush and not self.block_open
         for sel, glob in parts:
             if sel is None:
                 k, t, b, i, w, e = key, tid, blin, iv, wep, epoch
@@ -671,39 +674,28 @@ class _Launch(_Explain):
 
     def _check_candidates(self, cand, adiv, addr_id, tid, blin, wep, site, isw, isa=None,
                           ivs=None):
+        """Race test of the accesses of candidate groups ``cand`` (address, barrier interval),
+        vectorised (:mod:`kernellab.sim.racecheck`); the race reported is the first pair in
+        group order, then log order."""
         sel = np.flatnonzero(np.isin(adiv, cand))
         sel = sel[np.argsort(adiv[sel], kind="stable")]
-        groups = {}
-        for k in sel.tolist():
-            groups.setdefault(int(adiv[k]), []).append(k)
-        for ks in groups.values():
-            for x in range(len(ks)):
-                k1 = ks[x]
-                t1, w1, e1 = int(tid[k1]), bool(isw[k1]), int(wep[k1])
-                for k2 in ks[x + 1:]:
-                    w2 = bool(isw[k2])
-                    if not (w1 or w2):
-                        continue
-                    t2 = int(tid[k2])
-                    if t1 == t2:
-                        continue
-                    if isa is not None and isa[k1] and isa[k2]:
-                        continue      # two atomics
-                    e2 = int(wep[k2])
-                    if t1 // WARP == t2 // WARP and e1 != e2:
-                        # ordered if the later of the two threads' __syncwarp events named
-                        # both lanes
-                        m = self.wevents.get(max(e1, e2), 0)
-                        if (m >> (t1 % WARP)) & 1 and (m >> (t2 % WARP)) & 1:
-                            continue
-                    if _a._mode != 3:
-                        raise _NeedDetail(3)
-                    a = int(addr_id[k1])
-                    root = self.roots[a >> AID_SHIFT]
-                    sp = "global" if root.space == "g" else "shared"
-                    self._race(root, sp, a & OFF_MASK, (t1, w1, site[k1]),
-                               (t2, w2, site[k2]), int(blin[k1]),
-                               None if ivs is None else (k1, k2, tid, site, *ivs))
+        _, grp = _dense(adiv[sel])
+        cls = isw[sel].astype(np.int64)
+        if isa is not None:
+            cls |= isa[sel].astype(np.int64) << 1
+        args = (grp, tid[sel], wep[sel], cls, self.wevents)
+        if not _racecheck.racy_accesses(*args).any():
+            return
+        if _a._mode != 3:
+            raise _NeedDetail(3)
+        p, q = _racecheck.first_pair(*args)
+        k1, k2 = int(sel[p]), int(sel[q])
+        t1, w1, t2, w2 = int(tid[k1]), bool(isw[k1]), int(tid[k2]), bool(isw[k2])
+        a = int(addr_id[k1])
+        root = self.roots[a >> AID_SHIFT]
+        sp = "global" if root.space == "g" else "shared"
+        self._race(root, sp, a & OFF_MASK, (t1, w1, site[k1]), (t2, w2, site[k2]),
+                   int(blin[k1]), None if ivs is None else (k1, k2, tid, site, *ivs))
 
     def finish(self):
         self.flush()
@@ -737,15 +729,6 @@ class _Launch(_Explain):
                 "kind": "store" if ak & 1 else "load", "requests": r, "wavefronts": w,
                 "ideal_wavefronts": i, "worst_wavefronts": x,
             } for (st, ak), (name, r, w, i, x) in sorted(self.shared_site_acc.items())]
-
-
-def _uniq(x):
-    """Sorted distinct values of int array ``x`` (np.unique without its hash path, which is
-    slower here for int64 keys)."""
-    if len(x) == 0:
-        return x
-    y = np.sort(x)
-    return y[np.r_[True, y[1:] != y[:-1]]]
 
 
 def _dense(x):

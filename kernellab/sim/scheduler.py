@@ -25,9 +25,8 @@ from numba.cuda.simulator import kernelapi as _kapi
 
 from kernellab.sim import arrays as _a
 from kernellab.sim import cudamod as _cudamod
-from kernellab.sim.analysis import BLOCK_MAX_KEYS, _uniq
+from kernellab.sim.banks import _uniq
 from kernellab.sim.arrays import ACTIVE, SLICE, _idx_str, _Thread, _where
-from kernellab.sim.cudamod import _local_footprints
 from kernellab.sim.errors import DivergenceError, KernelError, SimError, StuckKernelError
 from kernellab.sim.settings import _OPTS, WARP
 from kernellab.sim.sites import _instr_start, _line_of
@@ -37,32 +36,12 @@ STALE_SLICES = 4
 SPIN_ADDRESSES = 64       # a slice re-reading at most this many addresses is a spin-wait
 
 
-def _block_work(c):
-    """The launch's counted work so far, in the order of :data:`BLOCK_MAX_KEYS` (every block
-    is flushed when it ends, so the difference across a block is that block's work)."""
-    return (c["global_load_sectors"] + c["global_store_sectors"],
-            c["shared_load_wavefronts"] + c["shared_store_wavefronts"], c["barriers"])
-
-
 def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
     _a._kcode = launch.kcode
-    launch.ctaid = ctaid
+    work0 = launch.begin_block(ctaid, blin)
     launch.ctaid3 = _kapi.Dim3(*ctaid)
     mod = launch.module
     mod.blockIdx = launch.ctaid3
-    launch.blin = blin
-    launch.shared_roots = {}
-    launch.block_roots = []
-    launch.roots = list(launch.groots)      # shared arrays' ids are reused block to block
-    launch.epoch = 0
-    launch.bar_sites = []
-    launch.block_start_flush = True
-    launch.block_open = True
-    launch.block_event0 = launch.nwevents
-    launch.shared_bytes = 0
-    launch.shared_bytes_used = 0
-    launch.dyn = None
-    work0 = _block_work(launch.counters)
     bx, by, bz = launch.block
     threads = []
     for tz in range(bz):
@@ -235,14 +214,7 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
         runq.extend(order)
         at_bar = []
         stale = 0
-    launch.block_open = False
-    launch.flush()
-    bm = launch.block_max
-    for k, w1, w0 in zip(BLOCK_MAX_KEYS, _block_work(c), work0):
-        bm[k] = max(bm[k], w1 - w0)
-    _local_footprints(launch)
-    c["shared_bytes_per_block"] = max(c["shared_bytes_per_block"],
-                                      launch.shared_bytes + (launch.dynshared_size or 0))
+    launch.end_block(work0)
 
 
 _EXIT = object()

@@ -100,7 +100,7 @@ def bank_counts(trace, *, array=None, kind=None, line=None, warp=None, itemsize=
     words that phase touches in each bank. A request of elements of ``itemsize`` 4 bytes or
     less is one phase (one row); of 8-byte elements two (lanes 0-15, 16-31), of 16-byte
     elements four (quarter-warps): each phase goes to the banks on its own
-    (:func:`kernellab.sim.analysis._phase_of`), so rows of one request share its id. A row
+    (:func:`kernellab.sim.banks._phase_of`), so rows of one request share its id. A row
     needs ``counts.max(axis=1)`` wavefronts (one pass through the banks per word that shares a
     bank with another; a word read by many lanes is a broadcast, counted once), and the sum of
     those is the launch's shared wavefronts counter for the same requests.

@@ -1,7 +1,7 @@
 """Shared-memory wavefronts of 8- and 16-byte accesses: a warp request of 8-byte elements goes
 to the banks in two half-warp phases (lanes 0-15, 16-31), of 16-byte elements in four
 quarter-warp phases; each phase's bank conflicts are counted apart and the phases' wavefronts
-added (kernellab.sim.analysis._phase_of). The counter, the per-site detail and the trace's
+added (kernellab.sim.banks._phase_of). The counter, the per-site detail and the trace's
 bank_counts agree on each case."""
 
 import kernellab  # noqa: F401  - first: selects the sim tier on a GPU-less machine
