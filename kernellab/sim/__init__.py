@@ -75,7 +75,7 @@ class Capture:
     on the stock simulator, unrecorded), ``recorded`` (with ``record=True``: each launch and
     host-device copy as a callable that repeats it, for :func:`replay`), :meth:`total`,
     :meth:`resources` and :meth:`resource_table` (registers, local frame, spills, occupancy:
-    :mod:`kernellab.sim.resources`)."""
+    :mod:`kernellab.sim.resources`), :meth:`paths` (which executor ran each launch, and why)."""
 
     def __init__(self, trace=False, record=False):
         self.trace = trace
@@ -96,6 +96,12 @@ class Capture:
                 out[k] = max(out[k], v) if k in _PER_LAUNCH_MAX else out[k] + v
         return out
 
+
+    def paths(self) -> list:
+        """``[(kernel name, path, note)]``, one per captured launch: ``"compiled"`` or
+        ``"greenlet"`` (``LaunchStats.path``) and why a launch ran on the greenlet executor
+        (``path_note``; see :mod:`kernellab.sim.engine`, "How a launch runs")."""
+        return [(s.name, s.path, s.path_note) for s in self.launches]
 
     def resources(self) -> list:
         """``[(kernel name, KernelResources | None, note)]``, one per captured launch: ptxas's

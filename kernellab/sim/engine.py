@@ -8,6 +8,16 @@ stays available (``configure(executor="stock")`` or ``KERNELLAB_SIM_EXECUTOR=sto
 
 How a launch runs
 -----------------
+* Two paths, same checks and results: launches of at least
+  :data:`~kernellab.sim.compiled.MIN_THREADS` threads of kernels that use only thread/block
+  indices, ``syncthreads``, static shared and local arrays, ``math`` and device functions
+  without barriers or atomics run on the **compiled path** (:mod:`kernellab.sim.compiled`:
+  each thread a Numba-compiled generator that yields at barriers, its accesses logged by
+  compiled code, the same analysis); every other launch (warp collectives, atomics, dynamic
+  shared memory, tuple or record arguments, a source-site re-run, ``shuffle``, a trace) and
+  any compiled launch that faults runs on the **greenlet executor** described below, which
+  names threads and lines. ``LaunchStats.path`` / ``path_note`` say which and why;
+  ``configure(compiled="off"|"always"|"auto")`` chooses.
 * Blocks run one after another. A block's threads run on pooled greenlets (``greenlet``
   package) without preemption and switch only at a barrier (``syncthreads``), a warp collective
   (``shfl_*_sync``, ``ballot_sync``, ``syncwarp``...), an atomic, thread exit, or when a thread

@@ -8,17 +8,20 @@ gives ``NaN`` (IEEE 754 default handling; the GPU raises no floating-point excep
 ``math.sqrt(-1)``). A kernel that computes a softmax without subtracting the row max would
 stop with "math range error" on numba-cuda's stock simulator, where on a GPU it writes NaN.
 
-:data:`MODULE` answers like the GPU does, for the functions below, by evaluating the numpy
-ufunc of the same name on the argument:
+:data:`MODULE` answers like the GPU does, for the functions below:
 
 * float32 / float16 numpy scalars give a result of the same dtype, as on a GPU (numba-cuda
   computes float16 math functions in half precision, ``cuda_fp16.h``); Python floats and ints
   give a float64, as numba types them;
 * overflow gives ``inf``, an argument outside the domain ``NaN`` (numpy's floating-point error
   state is set to "ignore" for the duration of a launch by the engine);
-* accuracy: numpy's float32 functions are within about 1 ulp (often correctly rounded);
-  CUDA's ``expf``, ``logf`` ... are within 1-2 ulp (CUDA C++ Programming Guide, "Mathematical
-  Functions", single-precision table), so the simulator is never less accurate than a GPU.
+* the value is the C library's float64 function (Python's ``math``) rounded once to the
+  argument's dtype: for float32 that is the correctly rounded result but in rare cases, the
+  value numba-cuda's stock simulator stores, and the one the compiled path
+  (:mod:`kernellab.sim.compiled_math`) computes, bit for bit. CUDA's ``expf``, ``logf`` ... are
+  within 1-2 ulp (CUDA C++ Programming Guide, "Mathematical Functions", single-precision
+  table), so the simulator is never less accurate than a GPU. The special values Python's
+  ``math`` refuses (``log(0)``, ``sqrt(-1)``, an overflow) come from the numpy ufunc.
 
 Everything else (``math.pi``, ``math.inf``, ``math.isnan``, ``math.floor``, ``math.fsum`` ...)
 is Python's ``math``. Functions numba-cuda does not support on a GPU are caught by the sim
@@ -32,7 +35,7 @@ import types
 
 import numpy as np
 
-#: math function name -> numpy ufunc with CUDA-like results (same dtype, inf/NaN, no raise).
+#: math function name -> numpy ufunc giving its special values (inf/NaN, no raise).
 UNARY = {
     "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1,
     "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
@@ -57,9 +60,21 @@ def _arg(x):
     return np.float64(x)
 
 
+def _libm(pyf, uf, *xs):
+    """pyf (Python's math function: the C library's float64 one) of the float64 arguments;
+    where it raises on a special value, the numpy ufunc's inf or NaN."""
+    try:
+        return pyf(*xs)
+    except (OverflowError, ValueError):
+        return uf(*(np.float64(x) for x in xs))
+
+
 def _unary(name, uf):
+    pyf = getattr(_math, name, None) or (lambda v: uf(np.float64(v)))
+
     def f(x):
-        return uf(_arg(x))
+        x = _arg(x)
+        return type(x)(_libm(pyf, uf, float(x)))
     f.__name__ = name
     f.__qualname__ = name
     f.__doc__ = f"math.{name} with CUDA semantics (see kernellab.sim.gpumath)"
@@ -67,11 +82,13 @@ def _unary(name, uf):
 
 
 def _binary(name, uf):
+    pyf = getattr(_math, name)
+
     def f(x, y):
         x, y = _arg(x), _arg(y)
         if type(x) is not type(y):      # float32 with float64: numba promotes to float64
             x, y = np.float64(x), np.float64(y)
-        return uf(x, y)
+        return type(x)(_libm(pyf, uf, float(x), float(y)))
     f.__name__ = name
     f.__qualname__ = name
     f.__doc__ = f"math.{name} with CUDA semantics (see kernellab.sim.gpumath)"

@@ -30,6 +30,7 @@ from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 from numba.cuda.errors import normalize_kernel_dimensions
 
 from kernellab.sim import arrays as _a
+from kernellab.sim import compiled as _compiled
 from kernellab.sim import content_digest, gpumath
 from kernellab.sim import recording as _replay
 from kernellab.sim.analysis import _Launch, _NeedDetail
@@ -176,15 +177,20 @@ def _launch_once(kernel, args):
     arrays = []
     _device_arrays(dev_args, arrays)
     outside = _arrays_outside_arguments(fn) if _listeners else []
-    snapshot = [a.copy() for a in arrays] if mode in (1, 2) else None
+    snapshot = [a.copy() for a in arrays] if mode in (0, 1, 2) else None
     prev_mode = _a._mode
     alarm = _arm_alarm(name)
+    why_not = None      # why the launch runs on the greenlet executor (None: compiled path)
     try:
         _a._mode = mode
         while True:
             try:
-                L = _run_launch(kernel, grid, block, name, dev_args, want_trace)
+                L = _run_launch(kernel, grid, block, name, dev_args, want_trace, why_not)
                 break
+            except _compiled.Fallback as fb:
+                for a, saved in zip(arrays, snapshot):
+                    np.copyto(a, saved)
+                why_not = f"the compiled run stopped: {fb}"
             except _NeedDetail as need:
                 if need.mode <= _a._mode:  # pragma: no cover - the re-run is deterministic
                     raise SimError(f"kernel {name}: a hazard was found but could not be "
@@ -212,6 +218,8 @@ def _launch_once(kernel, args):
     stats.outside = outside
     stats.compiled = compiled
     stats.dynamic_shared_bytes = int(kernel.dynshared_size or 0)
+    stats.path = L.path
+    stats.path_note = L.path_note
     for cap in _listeners:
         cap.launches.append(stats)
     return stats
@@ -330,15 +338,26 @@ def _restore_math():
     _math_swapped.clear()
 
 
-def _run_launch(kernel, grid, block, name, dev_args, want_trace):
+def _run_launch(kernel, grid, block, name, dev_args, want_trace, why_not=None):
     fn = kernel.fn
     L = _Launch(kernel, grid, block, kernel.dynshared_size, name)
     L.want_trace = want_trace
     names = _arg_names(fn, len(dev_args))
     fake_args = [_wrap_arg(L, nm, d) for nm, d in zip(names, dev_args)]
+    rng = random.Random(_OPTS["shuffle"]) if _OPTS["shuffle"] is not None else None
+    if why_not is None:
+        p = _compiled.usable(_a._mode, rng, want_trace, grid, block, kernel, dev_args, L)
+        if isinstance(p, str):
+            why_not = p
+        else:
+            kargs = [d._ary if isinstance(d, FakeCUDAArray) else d for d in dev_args]
+            _compiled.run_blocks(L, p, kargs, grid, block, L.t0 + _OPTS["watchdog_s"])
+            L.finish()
+            L.path, L.path_note = "compiled", ""
+            return L
+    L.path, L.path_note = "greenlet", why_not
     module = SimCudaModule(L)
     L.module = module
-    rng = random.Random(_OPTS["shuffle"]) if _OPTS["shuffle"] is not None else None
     prev = (_a._launch, _a._cur, _a._sched)
     _a._launch = L
     # the stock simulator swaps ``cuda`` in the kernel's globals only; a kernel defined inside
@@ -380,7 +399,9 @@ def _run_launch(kernel, grid, block, name, dev_args, want_trace):
 
 
 class LaunchStats:
-    """What one sim-tier launch did: ``name``, ``grid``, ``block`` (3-tuples), ``counters``
+    """What one sim-tier launch did: ``name``, ``grid``, ``block`` (3-tuples), ``path``
+    ("compiled": :mod:`kernellab.sim.compiled`; "greenlet": the greenlet executor) and
+    ``path_note`` (why not compiled; "" when compiled), ``counters``
     (dict of ints, keys :data:`COUNTER_KEYS`), ``ptx_counts`` (static PTX instruction counts,
     or None when the GPU-compile check is off), ``trace`` (first block's accesses, a numpy
     array of :data:`TRACE_DTYPE`, when captured with ``trace=True``), ``shuffle_warps`` (warps
@@ -411,6 +432,9 @@ class LaunchStats:
     :attr:`resources_note` (registers, local frame, spills and static shared memory from
     ptxas; asked for on first use, so launches that never look pay nothing); ``print(stats)``
     shows the counters and those figures (:meth:`__str__`), ``repr`` the counters only."""
+
+    path = "greenlet"
+    path_note = ""
 
     def __init__(self, name, grid, block, counters, ptx_counts, trace):
         self.name = name

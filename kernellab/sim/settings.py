@@ -2,7 +2,8 @@
 
 :func:`configure` / :func:`options` (re-exported by :mod:`kernellab.sim.engine`); the
 environment variables ``KERNELLAB_SIM_EXECUTOR``, ``KERNELLAB_SIM_GPU_COMPILE``,
-``KERNELLAB_SIM_SHUFFLE`` and ``KERNELLAB_SIM_CHECKS`` give the defaults. Limits: CUDA C++
+``KERNELLAB_SIM_SHUFFLE``, ``KERNELLAB_SIM_CHECKS`` and ``KERNELLAB_SIM_COMPILED`` give the
+defaults. Limits: CUDA C++
 Programming Guide, Table "Technical Specifications per Compute Capability" (threads and
 dimensions of a block, grid y/z, 48 KiB of static shared memory), § "Device Memory Accesses"
 (32-byte sectors), § "Compute Capability 5.x+ / Shared Memory" (32 banks of 4 bytes);
@@ -33,6 +34,7 @@ _OPTS = {
     "watchdog_s": 600.0,
     "checks": os.environ.get("KERNELLAB_SIM_CHECKS", "full").strip() or "full",
     "sites": False,
+    "compiled": os.environ.get("KERNELLAB_SIM_COMPILED", "auto").strip() or "auto",
 }
 
 
@@ -44,8 +46,10 @@ def configure(**opts) -> dict:
     int seed), ``watchdog_s`` (float seconds per launch), ``sites`` (bool: log each access's
     source instruction and report per-site global traffic, ``LaunchStats.sites``, and shared
     requests and wavefronts, ``LaunchStats.shared_sites``; it adds to the logging cost, so it
-    is off unless a grader asks). Raises ``ValueError`` for an unknown
-    option or executor.
+    is off unless a grader asks), ``compiled`` ("auto": launches of enough threads take the
+    compiled path, :mod:`kernellab.sim.compiled`; "always": every launch it can express;
+    "off": the greenlet executor only). Raises ``ValueError`` for an unknown option or
+    executor.
     """
     old = {}
     for k, v in opts.items():
@@ -55,6 +59,8 @@ def configure(**opts) -> dict:
             raise ValueError(f"executor must be 'kernellab' or 'stock', not {v!r}")
         if k == "checks" and v not in ("full", "fast"):
             raise ValueError(f"checks must be 'full' or 'fast', not {v!r}")
+        if k == "compiled" and v not in ("auto", "always", "off"):
+            raise ValueError(f"compiled must be 'auto', 'always' or 'off', not {v!r}")
         old[k] = _OPTS[k]
         _OPTS[k] = v
     return old
