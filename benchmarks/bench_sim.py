@@ -18,16 +18,34 @@ timing (it is a one-off per kernel and signature, cached, and not part of either
 
 The stock simulator takes about a minute in all on a 2-core machine; ours is timed as the
 median of ``--repeat`` runs (the stock one once: it is the slow side, so noise on it moves the
-ratio least). Results go to ``benchmarks/results/sim.json``.
+ratio least).
+
+Then (``--no-grading`` skips it; ``--grading-only`` runs only it) the grading time of each
+sim-tier lab (those whose spec's ``tier`` is ``"sim"`` under ``KERNELLAB_DEVICE=sim``): its
+solution (``solutions/<notebook>``) and each honest variant in
+``grader/labs/<lab>/submissions/ok/`` (a ``.diff`` made into the solution with that change by
+``tests/known.py``), each graded as a student's ``kernellab grade LAB FILE`` grades it (a child
+process, ``KERNELLAB_DEVICE=sim``, every case and the performance phase), one at a time. Each
+grading's wall-clock seconds (process start to exit) are compared with
+:data:`GRADING_BUDGET_S`; the compiled-kernel and baseline caches are whatever this machine has
+(a lab's first grading measures its baseline kernel, so it is slower than the next).
+
+Results go to ``benchmarks/results/sim.json`` (``rows``: the executor comparison; ``grading``:
+one entry per grading). Exit status 1 when a result is not identical to the stock simulator's,
+when a grading takes longer than the budget, or when a grading does not pass (every one graded
+here is honest and must pass); else 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,6 +57,11 @@ import kernellab.sim as sim
 from kernellab.kernels import gemm_cuda
 
 REDUCE_THREADS = 1024
+ROOT = Path(__file__).resolve().parent.parent
+#: seconds a student's sim-tier grading may take on the course's 2-core machine
+GRADING_BUDGET_S = 60.0
+#: a grading still running after this is stopped and reported (past the grader's own limits)
+GRADING_KILL_S = 1200
 
 
 @cuda.jit
@@ -91,12 +114,10 @@ def _time(run, **opts):
         return time.perf_counter() - t0, out
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--repeat", type=int, default=3, help="runs of our executor (median)")
-    p.add_argument("--quick", action="store_true", help="skip the 128x128 GEMM")
-    args = p.parse_args(argv)
-    cases = [_gemm_case(64)] + ([] if args.quick else [_gemm_case(128)]) + [_reduce_case()]
+def compare_executors(quick: bool, repeat: int) -> tuple[list[dict], bool]:
+    """The executor rows (stock vs ours, full and fast checks) and whether every result was
+    bit-identical to the stock simulator's."""
+    cases = [_gemm_case(64)] + ([] if quick else [_gemm_case(128)]) + [_reduce_case()]
     rows = []
     ok = True
     from kernellab.machine import cpu_info
@@ -110,7 +131,7 @@ def main(argv=None) -> int:
         res = {}
         for checks in ("full", "fast"):
             ts = []
-            for _ in range(args.repeat):
+            for _ in range(repeat):
                 t, out = _time(run, executor="kernellab", checks=checks)
                 ts.append(t)
                 same = np.array_equal(out, ref, equal_nan=True)
@@ -124,16 +145,191 @@ def main(argv=None) -> int:
               f"{q['median_s']:6.3f} s ({q['min_s']:.3f}-{q['max_s']:.3f}) {q['ratio']:5.1f}x | "
               "identical: "
               f"{'yes' if f['identical'] and q['identical'] else 'NO'}", flush=True)
-    out_dir = Path(__file__).resolve().parent / "results"
-    out_dir.mkdir(exist_ok=True)
+    return rows, ok
+
+
+# ------------------------------------------------------------------------ grading time
+def _sim_env() -> dict:
+    """The environment of a student's sim-tier grading from this checkout."""
+    return dict(os.environ, KERNELLAB_DEVICE="sim",
+                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
+                                           if p))
+
+
+def sim_tier_labs() -> list[tuple[str, str]]:
+    """(lab id, solution notebook) of each lab whose spec's ``tier`` is ``"sim"`` under
+    ``KERNELLAB_DEVICE=sim``, in registry order (asked in a child process: this one's tier is
+    already chosen). Raises RuntimeError, with the child's error, when it cannot say."""
+    code = ("import json, kernellab; from grader.labs import all_specs; "
+            "print(json.dumps([[s.lab_id, s.notebook] for s in all_specs() if s.tier == 'sim']))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_sim_env(),
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"listing the sim-tier labs failed: {proc.stderr.strip()[-500:]}")
+    return [tuple(x) for x in json.loads(proc.stdout.strip().splitlines()[-1])]
+
+
+def _known():
+    """tests/known.py: where each lab's honest submissions are and how a stored diff applies."""
+    tests = str(ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import known
+
+    return known
+
+
+def gradings(labs: list[tuple[str, str]], tmp: Path) -> list[tuple[str, str, Path | str]]:
+    """(lab id, submission name, file) to grade: each lab's solution notebook, then each of its
+    honest variants (``submissions/ok/``), a stored diff made into a ``.py`` under ``tmp``. In
+    place of the file, why it cannot be graded (a missing notebook, a diff that no longer
+    applies)."""
+    known = _known()
+    out: list[tuple[str, str, Path | str]] = []
+    for lab_id, notebook in labs:
+        sol = ROOT / "solutions" / notebook
+        out.append((lab_id, "solution", sol if sol.is_file() else f"no solutions/{notebook}"))
+        if lab_id not in known.LABS:
+            out.append((lab_id, "ok/*", "not in tests/known.py's LABS: its honest variants "
+                        "are not found"))
+            continue
+        for name in known.submissions(lab_id, "ok"):
+            try:
+                path: Path | str = known.submission(lab_id, name, "ok", tmp)
+            except known.StaleDiff as exc:
+                path = str(exc)
+            out.append((lab_id, f"ok/{name}", path))
+    return out
+
+
+def grade_timed(lab_id: str, name: str, path: Path | str,
+                budget_s: float = GRADING_BUDGET_S) -> dict:
+    """One grading as a student's ``kernellab grade LAB FILE`` on the sim tier, in a child
+    process: its row (``seconds``: wall clock, process start to exit; ``passed``, ``score``,
+    ``max_score``, ``tier`` from the report; ``error`` when there is no report or no file;
+    ``within_budget`` None when nothing ran)."""
+    row = dict(lab=lab_id, submission=name, file=None, seconds=None, within_budget=None,
+               passed=False, score=None, max_score=None, tier=None, exit_status=None, error=None)
+    if isinstance(path, str):
+        row["error"] = path
+        return row
+    row["file"] = str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+    cmd = [sys.executable, "-m", "kernellab", "grade", lab_id, str(path), "--json", "--quiet"]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=_sim_env(), capture_output=True, text=True,
+                              timeout=GRADING_KILL_S)
+    except subprocess.TimeoutExpired:
+        row.update(seconds=time.perf_counter() - t0, within_budget=False,
+                   error=f"still running after {GRADING_KILL_S} s: stopped")
+        return row
+    row.update(seconds=time.perf_counter() - t0, exit_status=proc.returncode)
+    row["within_budget"] = row["seconds"] <= budget_s
+    try:
+        rep = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        row["error"] = f"no report (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"
+        return row
+    row.update(passed=bool(rep.get("passed")), score=rep.get("score"),
+               max_score=rep.get("max_score"), tier=rep.get("tier"),
+               error=None if rep.get("passed") else _why_failed(rep))
+    if row["tier"] != "sim":
+        row.update(passed=False, error=f"graded on the {row['tier']} tier, not sim")
+    return row
+
+
+def _why_failed(rep: dict) -> str:
+    """A failed report's reason in one line: its fatal stop, else its broken functions, else
+    its first failing case, else its failing rules."""
+    if rep.get("fatal"):
+        return str(rep["fatal"])
+    if rep.get("broken"):
+        return "; ".join(f"{k}: {v}" for k, v in rep["broken"].items())
+    bad = [c for c in rep.get("cases", []) if not c.get("passed")]
+    if bad:
+        first = (str(bad[0].get("error") or "").strip().splitlines() or [""])[0]
+        return f"{len(bad)} of {len(rep['cases'])} cases fail; {bad[0].get('case')}: {first}"
+    rules = [r.get("name") for r in rep.get("rules", []) if not r.get("passed")]
+    return f"rules failed: {', '.join(map(str, rules))}" if rules else "failed (no reason given)"
+
+
+def grading_header(budget_s: float = GRADING_BUDGET_S) -> str:
+    """The grading table's header line."""
+    return (f"{'lab':16s} {'submission':28s} {'verdict':7s} {'score':>9s} {'seconds':>8s}  "
+            f"within {budget_s:g} s")
+
+
+_BUDGET_WORD = {True: "yes", False: "NO", None: "-"}
+
+
+def grading_lines(row: dict) -> list[str]:
+    """One grading row as the table's line (lab, submission, verdict, score, seconds, within
+    the budget), and under it, when the row has one, its error (cut to 200 characters)."""
+    score = "-" if row["score"] is None else f"{row['score']:g}/{row['max_score']:g}"
+    secs = "-" if row["seconds"] is None else f"{row['seconds']:.1f}"
+    lines = [f"{row['lab']:16s} {row['submission']:28s} {'PASS' if row['passed'] else 'FAIL':7s} "
+             f"{score:>9s} {secs:>8s}  {_BUDGET_WORD[row['within_budget']]}"]
+    if row["error"]:
+        lines.append(f"{'':16s}   {row['error'][:200]}")
+    return lines
+
+
+def grading_verdict(rows: list[dict], budget_s: float = GRADING_BUDGET_S) -> tuple[list[str], bool]:
+    """The summary lines (how many gradings exceeded the budget; how many did not pass, a
+    grading that could not run among them) and whether every grading passed within it."""
+    over = sum(r["within_budget"] is False for r in rows)
+    failed = sum(not r["passed"] for r in rows)
+    lines = [f"{over} of {len(rows)} gradings exceeded the {budget_s:g} s budget"]
+    if failed:
+        lines.append(f"{failed} of {len(rows)} gradings did not pass")
+    return lines, over == 0 and failed == 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeat", type=int, default=3, help="runs of our executor (median)")
+    p.add_argument("--quick", action="store_true", help="skip the 128x128 GEMM")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--no-grading", action="store_true",
+                   help="skip the grading of the sim-tier labs")
+    g.add_argument("--grading-only", action="store_true",
+                   help="only the grading of the sim-tier labs (no executor comparison)")
+    args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
+    rows, ok = ([], True) if args.grading_only else compare_executors(args.quick, args.repeat)
     report = dict(date=time.strftime("%Y-%m-%d %H:%M"), python=sys.version.split()[0],
                   machine=platform.machine(), repeat=args.repeat, rows=rows,
                   note="ratio = stock seconds / median of our seconds; one run, same process")
+    graded_ok = True
+    if not args.no_grading:
+        try:
+            labs = sim_tier_labs()
+        except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
+            print(f"ERROR: {exc}", file=sys.stderr)
+            return 1
+        print(f"\ngrading each sim-tier lab's solution and honest variants as `kernellab grade` "
+              f"does (KERNELLAB_DEVICE=sim), one at a time; budget {GRADING_BUDGET_S:g} s each",
+              flush=True)
+        graded = []
+        with tempfile.TemporaryDirectory(prefix="bench-sim-") as tmp:
+            print(grading_header(), flush=True)
+            for lab_id, name, path in gradings(labs, Path(tmp)):
+                graded.append(grade_timed(lab_id, name, path))
+                print("\n".join(grading_lines(graded[-1])), flush=True)
+        summary, graded_ok = grading_verdict(graded)
+        for line in summary:
+            print(line)
+        report.update(grading=graded, grading_budget_s=GRADING_BUDGET_S)
+    out_dir = ROOT / "benchmarks" / "results"
+    out_dir.mkdir(exist_ok=True)
     (out_dir / "sim.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {out_dir / 'sim.json'}")
     if not ok:
         print("ERROR: a result differs from the stock simulator's", file=sys.stderr)
-    return 0 if ok else 1
+    if not graded_ok:
+        print("ERROR: a grading exceeded the budget or did not pass", file=sys.stderr)
+    return 0 if ok and graded_ok else 1
 
 
 if __name__ == "__main__":
