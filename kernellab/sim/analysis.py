@@ -28,7 +28,9 @@ from kernellab.sim.arrays import (
     _STORE_BITS, SimArray, _codes, _ctx_ids, _ctxs, _idx_str, _join, _listeners, _new_log, _Root,
     _where, _wrap,
 )
-from kernellab.sim.banks import MAX_PHASES, _bank_words, _phase_of, _phase_wavefronts, _uniq
+from kernellab.sim.banks import (
+    MAX_PHASES, _bank_words, _phase_of, _phase_wavefronts, _uniq, run_starts,
+)
 from kernellab.sim.counters import COUNTER_KEYS
 from kernellab.sim.cudamod import _local_footprints, _poisoned
 from kernellab.sim.errors import LaunchConfigError, UninitialisedReadError
@@ -737,7 +739,7 @@ def _dense(x):
         return x, np.zeros(0, np.int64)
     order = np.argsort(x, kind="stable")
     y = x[order]
-    new = np.r_[True, y[1:] != y[:-1]]
+    new = run_starts(y)
     inv = np.empty(len(x), np.int64)
     inv[order] = np.cumsum(new) - 1
     return y[new], inv

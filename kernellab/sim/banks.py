@@ -15,7 +15,17 @@ def _uniq(x):
     if len(x) == 0:
         return x
     y = np.sort(x)
-    return y[np.r_[True, y[1:] != y[:-1]]]
+    return y[run_starts(y)]
+
+
+def run_starts(y):
+    """Boolean array: True where sorted ``y`` starts a run of equal values (index 0 included);
+    ``np.r_[True, y[1:] != y[:-1]]`` without np.r_'s per-call cost (this is on the hot path)."""
+    out = np.empty(len(y), np.bool_)
+    if len(y):
+        out[0] = True
+        np.not_equal(y[1:], y[:-1], out=out[1:])
+    return out
 
 
 #: Bytes one shared-memory wavefront serves a warp's lanes (32 banks x 4 B): a request of

@@ -55,7 +55,7 @@ def _index_kind(a, idx):
     ts = tuple(idx) if isinstance(idx, _nbt.BaseTuple) else (idx,)
     if not all(isinstance(t, _nbt.Integer) for t in ts):
         return None
-    if len(ts) == a.ndim and a.ndim <= 3:
+    if len(ts) == a.ndim and (a.ndim <= 3 or isinstance(idx, _nbt.UniTuple)):
         return "elem"
     return "view" if len(ts) < a.ndim else None
 
@@ -112,6 +112,21 @@ def _ov_ld(a, L, idx):
             return a[i, j]
         return impl
 
+    if nd > 3:
+        def impl(a, L, idx):
+            off = 0                 # bytes from the start (int64: a uint64 sum would widen)
+            for d in range(nd):
+                i = idx[d]
+                if i < 0 or i >= a.shape[d]:
+                    raise IndexError("index out of bounds")
+                off += i * a.strides[d]
+            lg, pos = L[0], L[1]
+            p = pos[0]
+            lg[p & _MASK] = a.ctypes.data + off
+            pos[0] = p + 1
+            return a[idx]
+        return impl
+
     def impl(a, L, idx):
         i, j, k = idx
         if i < 0 or i >= a.shape[0] or j < 0 or j >= a.shape[1] or k < 0 or k >= a.shape[2]:
@@ -155,6 +170,21 @@ def _ov_st(a, L, v, idx):
             lg[p & _MASK] = (a.ctypes.data + i * a.strides[0] + j * a.strides[1]) | _W62
             pos[0] = p + 1
             a[i, j] = v
+        return impl
+
+    if nd > 3:
+        def impl(a, L, v, idx):
+            off = 0                 # bytes from the start (int64: a uint64 sum would widen)
+            for d in range(nd):
+                i = idx[d]
+                if i < 0 or i >= a.shape[d]:
+                    raise IndexError("index out of bounds")
+                off += i * a.strides[d]
+            lg, pos = L[0], L[1]
+            p = pos[0]
+            lg[p & _MASK] = (a.ctypes.data + off) | _W62
+            pos[0] = p + 1
+            a[idx] = v
         return impl
 
     def impl(a, L, v, idx):

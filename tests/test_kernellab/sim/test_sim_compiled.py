@@ -53,7 +53,21 @@ def _reduce():
     _block_sum[4, 256](x, out)
     return out
 
-@pytest.mark.parametrize("fn", [_gemm, _reduce], ids=["tiled_gemm", "block_reduce"])
+@cuda.jit
+def _four_d(x, out):
+    b, h, t = cuda.blockIdx.x, cuda.blockIdx.y, cuda.threadIdx.x
+    plane = x[b, h]                       # a view: its elements are logged through x
+    out[b, h, t, 0] = plane[t, 1] * float32(2) + x[b, h, t, 0]
+    out[b, h, t, 1] = x[b, h, 31 - t, 1]
+
+def _four():
+    x = np.random.default_rng(2).standard_normal((2, 3, 32, 2)).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    _four_d[(2, 3), 32](x, out)
+    return out
+
+@pytest.mark.parametrize("fn", [_gemm, _reduce, _four],
+                         ids=["tiled_gemm", "block_reduce", "four_d_and_views"])
 def test_compiled_matches_greenlet(fn):
     got, s1 = _run("always", fn)
     want, s2 = _run("off", fn)
