@@ -17,11 +17,13 @@ traffic counters are those of the greenlet path, entry for entry.
 Which kernels take this path (:func:`plan` says why not, ``LaunchStats.path_note``): kernels
 whose source Numba compiles once rewritten, using ``threadIdx``/``blockIdx``/``blockDim``/
 ``gridDim``, ``cuda.grid``, ``cuda.gridsize``, ``laneid``, ``warpsize``, ``syncthreads``,
-static ``cuda.shared.array`` and ``cuda.local.array`` with constant shapes, ``math`` and device
-functions without barriers or atomics, launched in mode 1 (``checks="full"``, no source sites, no
-trace, no ``shuffle``) or ``checks="fast"`` with at least :data:`MIN_THREADS` threads. Anything else
-(warp collectives, atomics, dynamic shared memory, record or tuple arguments, odd views) runs on
-the greenlet executor. A launch on this path that raises, diverges at a barrier, overflows its
+static ``cuda.shared.array`` and ``cuda.local.array`` with constant shapes, ``math``, device
+functions without barriers, atomics or warp collectives, and in the kernel the warp collectives
+of :mod:`kernellab.sim.compiled_warp` (``syncwarp``, shuffles, ``all``/``any``/``ballot``),
+launched in mode 1 (``checks="full"``, no source sites, no trace, no ``shuffle``) or
+``checks="fast"`` with at least :data:`MIN_THREADS` threads. Anything else (other collectives,
+atomics, dynamic shared memory, record or tuple arguments, odd views) runs on the greenlet
+executor. A launch on this path that raises, diverges at a barrier, overflows its
 log or runs a loop past :data:`LOOP_LIMIT` passes between two switches is run again from a copy
 of its arguments on the greenlet executor, which names the threads and lines; a hazard the
 analysis finds is explained the same way (mode 2 and 3 re-runs are greenlet runs).
@@ -43,11 +45,11 @@ import time
 
 import numpy as np
 from numba import njit, types as _nbt
-from numba.core.errors import NumbaError
 from numba.cuda.simulator import kernel as _simkernel
 from numba.cuda.np import numpy_support as _npsupport
 
-from kernellab.sim import arrays as _a, compiled_math as _cmath, gpumath as _gm
+from kernellab.sim import arrays as _a, compiled_math as _cmath, compiled_warp as _cw, \
+    gpumath as _gm
 from kernellab.sim.compiled_access import _A61, _RAW, _W62, LOG_CAP, _ld, _mark, _st, _too_long
 from kernellab.sim.arrays import AID_SHIFT, ATOMIC_BIT, WRITE_BIT
 from kernellab.sim.cudamod import _poisoned
@@ -100,6 +102,14 @@ class _Rewrite(ast.NodeTransformer):
         self.barriers = 0
         self.loops = 0
         self.tmp = 0
+        self.coll = []                  # op of each warp collective call site (compiled_warp)
+
+    def visit(self, node):
+        if self.is_kernel and isinstance(node, ast.stmt):
+            out = _cw.rewrite_stmt(self, node, lambda n: _is_cuda(n, self.env))
+            if out is not None:
+                return out
+        return super().visit(node)
 
     # -- cuda.<attr>
     def _cuda_attr(self, node):
@@ -126,7 +136,7 @@ class _Rewrite(ast.NodeTransformer):
     def visit_Name(self, node):
         if _is_cuda(node, self.env):
             raise Unsupported("cuda used as a value")
-        if node.id.startswith(_P):
+        if node.id.startswith(_P) and not hasattr(node, "kl_own"):     # (compiled_warp's)
             raise Unsupported(f"a name starting with {_P}")
         return node
 
@@ -352,8 +362,9 @@ class Plan:
     """A kernel rewritten for the compiled path: the generator (compiled lazily by Numba per
     argument types) and the block-wide allocations it needs."""
 
-    def __init__(self, gen, shared, local, source):
+    def __init__(self, gen, shared, local, source, coll=()):
         self.gen = gen
+        self.coll = list(coll)      # the op of each warp collective site (compiled_warp.OPS)
         self.shared = shared        # [(name, shape, numpy dtype)] in source order
         self.local = local
         self.source = source
@@ -465,6 +476,7 @@ def _plan(fn):
     env = _env(fn)
     glb = {f"{_P}ld": _ld, f"{_P}st": _st, f"{_P}mark": _mark, f"{_P}too_long": _too_long}
     glb.update({f"{_P}m_{k}": v for k, v in _cmath.FUNCS.items()})
+    glb.update(_cw.GLOBALS)
     devs = {}
     dev_names = _device_names(env, fdef, devs, glb, 1)
     rw = _Rewrite(env, True, dev_names)
@@ -475,7 +487,7 @@ def _plan(fn):
     fdef.body = body
     fdef.name = f"{_P}kernel_{fn.__name__}"
     extra = [f"{_P}L"] + _CTX + [f"{_P}sh{k}" for k in range(len(rw.shared))] + \
-        [f"{_P}lo{k}" for k in range(len(rw.local))]
+        [f"{_P}lo{k}" for k in range(len(rw.local))] + [f"{_P}WI", f"{_P}WF"]
     fdef.args.args += [ast.arg(n) for n in extra]
     _check_env(fdef, env)
     ns = _namespace(env, glb)
@@ -483,7 +495,7 @@ def _plan(fn):
                    f"<kernellab.sim.compiled {fn.__name__}>", "exec")
     exec(code, ns)
     # Python's error model: a division by zero raises here, and the greenlet re-run names it
-    return Plan(njit(error_model="python")(ns[fdef.name]), rw.shared, rw.local, src)
+    return Plan(njit(error_model="python")(ns[fdef.name]), rw.shared, rw.local, src, rw.coll)
 
 
 # ----------------------------------------------------------------------------------------
@@ -537,7 +549,7 @@ def run_blocks(L, p, kernel_args, grid, block, deadline):
     nthreads = bx * by * bz
     seg = np.empty(nthreads * 4 + 16, np.int64)
     nseg = np.zeros(1, np.int64)
-    LL = (lg, pos, seg, nseg)
+    LL = (lg, pos, seg, nseg, np.zeros((nthreads, 4), np.int64), np.zeros((nthreads, 2)))
     tids = [(tx, ty, tz) for tz in range(bz) for ty in range(by) for tx in range(bx)]
     gen = p.gen
     gd = grid
@@ -555,9 +567,8 @@ def run_blocks(L, p, kernel_args, grid, block, deadline):
 
 
 def _block(L, p, gen, kargs, LL, tids, ctaid, blin, block, grid, sig):
-    lg, pos, seg, nseg = LL
+    lg, pos, _, _, WI, WF = LL
     work0 = L.begin_block(ctaid, blin)
-    c = L.counters
     shared = []
     for name, shape, dtype in p.shared:
         arr = _poisoned(shape, dtype)
@@ -572,11 +583,10 @@ def _block(L, p, gen, kargs, LL, tids, ctaid, blin, block, grid, sig):
         for t in range(nthreads):
             L.block_locals.append((t, arr[t]))
     gx, gy, gz = ctaid
-    b0, b1, b2 = block
-    g0, g1, g2 = grid
+    (b0, b1, b2), (g0, g1, g2) = block, grid
     pos[0] = pos[1] = 0
-    nseg[0] = 0
-    extra = tuple(shared) + tuple(local)
+    extra = tuple(shared) + tuple(local) + (WI, WF)
+    segs = []   # per resumption round: (threads, interval, warp-sync epochs, log ends)
     try:
         tx, ty, tz = tids[0]
         args0 = (*kargs, LL, tx, ty, tz, gx, gy, gz, b0, b1, b2, g0, g1, g2, 0, *extra)
@@ -586,66 +596,30 @@ def _block(L, p, gen, kargs, LL, tids, ctaid, blin, block, grid, sig):
         ep = gen if ep is None else ep.entry_point
         gens = [first] + [ep(*kargs, LL, tx, ty, tz, gx, gy, gz, b0, b1, b2, g0, g1, g2, t,
                              *extra) for t, (tx, ty, tz) in enumerate(tids) if t]
-    except Exception as exc:
+        epoch = (_cw.run_block if p.coll else _cw.run_plain)(L, p.coll, gens, LL, blin, segs,
+                                                             Fallback)
+    except Fallback:
+        raise
+    except Exception as exc:    # Numba's (or the wall-clock alarm's: the re-run re-arms it)
         why = f"Numba could not compile it ({type(exc).__name__})"
         p.failed[sig] = why
         raise Fallback(why) from None
-    live = list(range(nthreads))
-    gl = gens
-    live_arr = np.arange(nthreads, dtype=np.int64)
-    # one segment a resumed thread, in the order they ran: (thread, barrier interval); the
-    # log position at each segment's end comes from ``seg``
-    seg_tid, seg_ep, seg_end = [], [], []
-    epoch = 0
-    while live:
-        nseg[0] = 0
-        try:
-            codes = list(map(next, gl))
-        except NumbaError as exc:
-            why = f"Numba could not compile it ({type(exc).__name__})"
-            p.failed[sig] = why
-            raise Fallback(why) from None
-        except Exception as exc:
-            raise Fallback(f"{type(exc).__name__} in the kernel") from None
-        if len(codes) != len(gl):
-            raise Fallback("a thread ended without its exit")
-        if pos[0] > LOG_CAP:
-            raise Fallback("the block's log overflowed")
-        seg_end.append(seg[:len(gl)].copy())
-        seg_tid.append(live_arr)
-        seg_ep.append(epoch)
-        k0 = codes[0]
-        if k0 > 0 and codes.count(k0) == len(codes):
-            pass                    # every live thread at one barrier: the usual case
-        else:
-            if _LOOP in codes:
-                raise Fallback("a loop ran long without a switch")
-            # threads that returned are done; the others wait at a barrier (a barrier waits
-            # for the live threads only)
-            keep = [j for j, k in enumerate(codes) if k > 0]
-            if len({codes[j] for j in keep}) > 1:
-                raise Fallback("threads wait at different barriers")
-            live = [live[j] for j in keep]
-            gl = [gl[j] for j in keep]
-            live_arr = np.asarray(live, np.int64)
-            if not live:
-                break
-        epoch += 1
-        c["barriers"] += 1
     n = int(pos[0])
     L.epoch = epoch
     L.block_open = False
     if n and _a._mode:
-        _analyse_block(L, lg[:n], seg_tid, seg_ep, seg_end, blin)
+        _analyse_block(L, lg[:n], segs, blin)
     L.end_block(work0)
 
 
-def _analyse_block(L, raw, seg_tid, seg_ep, seg_end, blin):
+def _analyse_block(L, raw, segs, blin):
     """The block's byte-address log as the executor's log entries, analysed."""
-    ends = np.concatenate(seg_end)
+    ends = np.concatenate([s[3] for s in segs])
     lens = np.diff(ends, prepend=0)
-    tid = np.repeat(np.concatenate(seg_tid), lens)
-    epoch = np.repeat(np.repeat(np.array(seg_ep, np.int64), [len(t) for t in seg_tid]), lens)
+    tid = np.repeat(np.concatenate([s[0] for s in segs]), lens)
+    epoch = np.repeat(np.repeat(np.array([s[1] for s in segs], np.int64),
+                                [len(s[0]) for s in segs]), lens)
+    wep = np.repeat(np.concatenate([s[2] for s in segs]), lens)
     roots = L.roots
     starts = np.array([r.arr.__array_interface__["data"][0] for r in roots], np.int64)
     ends = starts + np.array([r.arr.nbytes for r in roots], np.int64)
@@ -656,8 +630,8 @@ def _analyse_block(L, raw, seg_tid, seg_ep, seg_end, blin):
     kk = order[np.maximum(k, 0)]
     inside = (k >= 0) & (addr < ends[kk])
     if not inside.all():        # cuda.local arrays and arrays outside the arguments
-        addr, kk, tid, epoch, raw = addr[inside], kk[inside], tid[inside], epoch[inside], \
-            raw[inside]
+        addr, kk, tid, epoch, raw, wep = addr[inside], kk[inside], tid[inside], \
+            epoch[inside], raw[inside], wep[inside]
     if not len(addr):
         return
     isz = np.array([r.itemsize for r in roots], np.int64)
@@ -666,5 +640,4 @@ def _analyse_block(L, raw, seg_tid, seg_ep, seg_end, blin):
     key = (aid[kk] << AID_SHIFT) | off
     key |= np.where(raw & _W62, WRITE_BIT, 0)
     key |= np.where(raw & _A61, ATOMIC_BIT | WRITE_BIT, 0)
-    L.analyse(key, np.full(len(key), blin, np.int64), epoch, tid,
-              np.zeros(len(key), np.int64))
+    L.analyse(key, np.full(len(key), blin, np.int64), epoch, tid, wep)

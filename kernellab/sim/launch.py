@@ -34,9 +34,9 @@ from kernellab.sim import compiled as _compiled
 from kernellab.sim import content_digest, gpumath
 from kernellab.sim import recording as _replay
 from kernellab.sim.analysis import _Launch, _NeedDetail
-from kernellab.sim.arrays import _ctx_ids, _ctxs, _listeners
+from kernellab.sim.arrays import _ctx_ids, _ctxs, _idx_str, _listeners
 from kernellab.sim.cudamod import SimCudaModule
-from kernellab.sim.errors import LaunchConfigError, SimError
+from kernellab.sim.errors import LaunchConfigError, SimError, StuckKernelError
 from kernellab.sim.settings import _OPTS, MAX_BLOCK_DIM, MAX_GRID_YZ, MAX_STATIC_SHARED, MAX_THREADS
 from kernellab.sim.recording import (
     Refuse, Relaunch, _install_copies, _launch_buffers, _named_values, _record,
@@ -191,6 +191,8 @@ def _launch_once(kernel, args):
                 for a, saved in zip(arrays, snapshot):
                     np.copyto(a, saved)
                 why_not = f"the compiled run stopped: {fb}"
+                _disarm_alarm(alarm)            # the re-run has its own watchdog_s: the
+                alarm = _arm_alarm(name)        # alarm may have fired during the compile
             except _NeedDetail as need:
                 if need.mode <= _a._mode:  # pragma: no cover - the re-run is deterministic
                     raise SimError(f"kernel {name}: a hazard was found but could not be "
@@ -383,6 +385,12 @@ def _run_launch(kernel, grid, block, name, dev_args, want_trace, why_not=None):
                         for gx in range(grid[0]):
                             _run_block(L, fn, fake_args, (gx, gy, gz), blin, base_ctx, rng)
                             blin += 1
+    except StuckKernelError as exc:
+        _pool.clear()
+        if "ctaid=" in str(exc):
+            raise
+        # the wall-clock alarm fired in the driver, between two threads: name the block
+        raise StuckKernelError(f"ctaid={_idx_str(L.ctaid)}: {exc}") from None
     except BaseException:
         _pool.clear()       # workers may be suspended inside the kernel: start afresh
         raise
