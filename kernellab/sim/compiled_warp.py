@@ -36,11 +36,11 @@ from numba.cuda.np import numpy_support as _npsupport
 from numba.extending import overload
 
 from kernellab.sim.settings import _OPTS, WARP
+from kernellab.sim.warp import SHFL, shfl_source_jit
 
 COLL = 1 << 16          # yield code of collective site k: COLL + k (barriers: 1 .. COLL - 1)
 FULL = (1 << WARP) - 1
-OPS = {"syncwarp": 0, "shfl_sync": 1, "shfl_up_sync": 2, "shfl_down_sync": 3,
-       "shfl_xor_sync": 4, "all_sync": 5, "any_sync": 6, "ballot_sync": 7}
+OPS = {"syncwarp": 0, **SHFL, "all_sync": 5, "any_sync": 6, "ballot_sync": 7}
 _SYNCWARP, _XOR, _BALLOT = 0, 4, 7
 _P = "_kl_"
 _JIT = {"error_model": "numpy"}
@@ -303,16 +303,9 @@ def _xchg(op, WI, WF, tids, M):
             t = tids[k]
             ln = t & 31
             a = WI[t, 1]
-            if op == 1:
-                src = a & 31
-            elif a < 0 or a > 64:
+            if op != 1 and (a < 0 or a > 64):
                 return 3
-            elif op == 2:
-                src = ln - a if ln - a >= 0 else ln
-            elif op == 3:
-                src = ln + a if ln + a < 32 else ln
-            else:
-                src = ln ^ a if (ln ^ a) < 32 else ln
+            src = shfl_source_jit(op, ln, a)
             if not (M >> src) & 1:
                 return 2
             s = t - ln + src

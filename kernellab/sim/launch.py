@@ -385,14 +385,11 @@ def _run_launch(kernel, grid, block, name, dev_args, want_trace, why_not=None):
                         for gx in range(grid[0]):
                             _run_block(L, fn, fake_args, (gx, gy, gz), blin, base_ctx, rng)
                             blin += 1
-    except StuckKernelError as exc:
-        _pool.clear()
-        if "ctaid=" in str(exc):
-            raise
-        # the wall-clock alarm fired in the driver, between two threads: name the block
-        raise StuckKernelError(f"ctaid={_idx_str(L.ctaid)}: {exc}") from None
-    except BaseException:
+    except BaseException as exc:
         _pool.clear()       # workers may be suspended inside the kernel: start afresh
+        if isinstance(exc, StuckKernelError) and "ctaid=" not in str(exc):
+            # the wall-clock alarm fired in the driver, between two threads: name the block
+            raise StuckKernelError(f"ctaid={_idx_str(L.ctaid)}: {exc}") from None
         raise
     finally:
         np.seterr(**err_state)

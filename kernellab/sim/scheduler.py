@@ -30,6 +30,7 @@ from kernellab.sim.arrays import ACTIVE, SLICE, _idx_str, _Thread, _where
 from kernellab.sim.errors import DivergenceError, KernelError, SimError, StuckKernelError
 from kernellab.sim.settings import _OPTS, WARP
 from kernellab.sim.sites import _instr_start, _line_of
+from kernellab.sim.warp import SHFL, shfl_source
 
 BLOCK_CAP = 1 << 23        # logged accesses kept before an analysis (8 bytes each)
 STALE_SLICES = 4
@@ -361,16 +362,9 @@ def _complete_group(launch, wq, mask, runq):
     elif op.startswith("shfl"):
         c["shuffles"] += 1
         launch.shuffle_warps.add((launch.blin, first.warp))
+        code = SHFL[op + "_sync"]
         for ln, u in by_lane.items():
-            arg = int(u.wait[3])
-            if op == "shfl":
-                src = arg % WARP
-            elif op == "shfl_up":
-                src = ln - arg if ln - arg >= 0 else ln
-            elif op == "shfl_down":
-                src = ln + arg if ln + arg < WARP else ln
-            else:
-                src = ln ^ arg if (ln ^ arg) < WARP else ln
+            src = shfl_source(code, ln, int(u.wait[3]))
             if src not in by_lane:
                 raise DivergenceError(
                     f"ctaid={_idx_str(launch.ctaid)} warp {u.warp}: {op}_sync at line "

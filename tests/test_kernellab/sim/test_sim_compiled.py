@@ -8,24 +8,8 @@ import pytest
 from numba import cuda, float32
 
 from kernellab import sim
-from kernellab.kernels import gemm_cuda
+from kernellab.kernels import gemm_cuda, reduce_cuda
 from kernellab.sim.errors import OutOfBoundsError
-
-@cuda.jit
-def _block_sum(x, out):
-    s = cuda.shared.array(256, float32)
-    t = cuda.threadIdx.x
-    i = cuda.blockIdx.x * cuda.blockDim.x + t
-    s[t] = x[i] if i < x.shape[0] else float32(0)
-    cuda.syncthreads()
-    stride = cuda.blockDim.x // 2
-    while stride > 0:
-        if t < stride:
-            s[t] += s[t + stride]
-        cuda.syncthreads()
-        stride //= 2
-    if t == 0:
-        out[cuda.blockIdx.x] = s[0]
 
 @cuda.jit
 def _oob(x, out):
@@ -49,8 +33,9 @@ def _gemm():
 
 def _reduce():
     x = np.random.default_rng(1).standard_normal(1000).astype(np.float32)
-    out = np.full(4, np.nan, np.float32)
-    _block_sum[4, 256](x, out)
+    grid, block = reduce_cuda.launch_config("v3_sequential", x.size)   # a shared-memory tree
+    out = np.full(grid, np.nan, np.float32)
+    reduce_cuda.reduce_v3_kernel[grid, block](x, out)
     return out
 
 @cuda.jit
