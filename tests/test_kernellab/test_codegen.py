@@ -1,0 +1,62 @@
+"""kernellab.codegen's ``full_width`` profile: the CPU labs are graded at the vector width that
+numpy/OpenBLAS and the measured FMA peak (kernellab.machine.fma_peak) run at."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from kernellab import codegen
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# fma_peak's kernel compiled in a child under the profile named in argv: the widest register of
+# its FMAs, and the profile the child reports
+CHILD = r"""
+import json, sys
+import numpy as np
+import kernellab
+from kernellab import codegen
+codegen.apply(sys.argv[1])
+from kernellab.machine import fma_peak
+_, one, _ = fma_peak._kernels()
+one(np.ones((fma_peak.CHAINS, 64), np.float32), np.float32(0.5), np.float32(0.25), 1)
+asm = one.inspect_asm(one.signatures[0])
+print(json.dumps({"bits": fma_peak._vector_bits(asm), "active": codegen.active()}))
+"""
+
+
+def _width(profile: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    env["PYTHONPATH"] = str(ROOT)
+    r = subprocess.run([sys.executable, "-c", CHILD, profile], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_full_width_profile_emits_the_peaks_width():
+    full, default = _width("full_width"), _width("default")
+    assert full["active"] == "full_width" and default["active"] == "default"
+    # the same features the FMA peak is measured under
+    assert codegen.FULL_WIDTH["NUMBA_CPU_FEATURES"] == codegen.FAST_GEMM["NUMBA_CPU_FEATURES"]
+    assert codegen.FULL_WIDTH["NUMBA_SLP_VECTORIZE"] == codegen.DEFAULT["NUMBA_SLP_VECTORIZE"]
+    if full["bits"] is not None:
+        assert full["bits"] >= (default["bits"] or 0)
+        if "+avx512f" in codegen.host_cpu_features().split(","):
+            assert full["bits"] == 512, full
+
+
+def test_cpu_labs_are_graded_at_full_width():
+    from grader.labs import gemm_cpu, int8_linear, winograd
+
+    for mod in (gemm_cpu, int8_linear, winograd):
+        specs = [v for v in vars(mod).values()
+                 if isinstance(v, type) and getattr(v, "tier", None) == "cpu"
+                 and getattr(v, "lab_id", "")]
+        assert specs, mod
+        for spec in specs:
+            assert spec.codegen == "full_width", (spec.lab_id, spec.codegen)
