@@ -476,7 +476,12 @@ def kernel_asm(kernel, dtype=np.float32) -> str:
     return "\n".join(fresh.inspect_asm().values())
 
 
-_FP_OP = re.compile(r"^\s*(v?f?n?m(?:add|sub)\d*|v?mul|v?add)(ps|pd|ss|sd)\b(.*)$")
+#: An encoding pseudo-prefix LLVM prints before an instruction whose VEX and EVEX forms both
+#: exist (``{vex} vpdpwssd`` on cores with AVX-VNNI): part of the line, not of the mnemonic.
+ENCODING_PREFIX = r"(?:\{(?:vex|vex2|vex3|evex)\}\s*)?"
+
+_FP_OP = re.compile(r"^\s*" + ENCODING_PREFIX
+                    + r"(v?f?n?m(?:add|sub)\d*|v?mul|v?add)(ps|pd|ss|sd)\b(.*)$")
 
 
 def count_fp_ops(asm: str) -> dict:

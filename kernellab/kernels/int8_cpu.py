@@ -53,7 +53,7 @@ import numpy as np
 from numba import njit
 
 from kernellab.kernels._gemm_args import int8_gemm_operands
-from kernellab.kernels.gemm_cpu import hot_loop
+from kernellab.kernels.gemm_cpu import ENCODING_PREFIX, hot_loop
 from reference_kernels.quant import int8_gemm_naive
 
 __all__ = ["gemm_v1", "gemm_v2", "gemm_v3", "gemm_v4", "LADDER", "int_ops", "count_int_ops",
@@ -181,7 +181,7 @@ INT_OPS = ("vpdpbusd", "vpdpbusds", "vpdpwssd", "vpdpwssds", "vpmaddwd", "vpmadd
 _PRODUCTS_PER_LANE = {"vpdpbusd": 4, "vpdpbusds": 4, "vpdpwssd": 2, "vpdpwssds": 2,
                       "vpmaddwd": 2, "vpmaddubsw": 2, "vpmulld": 1, "vpmullw": 1}
 _LANES = {"xmm": 4, "ymm": 8, "zmm": 16}
-_INT_OP = re.compile(r"^\s*(" + "|".join(INT_OPS) + r")\b(.*)$")
+_INT_OP = re.compile(r"^\s*" + ENCODING_PREFIX + r"(" + "|".join(INT_OPS) + r")\b(.*)$")
 
 
 def count_int_ops(asm: str) -> dict:

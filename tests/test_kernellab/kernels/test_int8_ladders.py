@@ -71,6 +71,9 @@ def test_assembly_report_counts_what_is_there():
     c = int8_cpu.count_int_ops(fake)
     assert c["vpdpbusd"]["zmm"] == 1 and c["vpmulld"]["ymm"] == 1 and c["vpmaddwd"]["zmm"] == 1
     assert int8_cpu.int_ops(fake.splitlines()) == 4 * 16 + 8 + 2 * 16
+    # LLVM prints an encoding pseudo-prefix on cores with AVX-VNNI: the instruction still counts
+    vex = int8_cpu.count_int_ops("\t{vex}\tvpdpwssd\t%ymm1, %ymm2, %ymm0")
+    assert vex["vpdpwssd"]["ymm"] == 1
     rep = int8_cpu.asm_report(int8_cpu.gemm_v2)
     assert rep["hot_loop"] and isinstance(rep["vnni"], bool)
     # v2's hot loop multiplies int32 lanes: some integer multiply instruction is in it
