@@ -117,7 +117,7 @@ FULL = {
                     "float64_division", "no_clamp", "int8_gemm_float32_accum",
                     "int8_gemm_float32_chunks", "linear_activation_reciprocal",
                     "linear_activation_float64", "weight_cache_by_shape"},
-    "flash-attention": {"explicit_copies", "per_block_views", "per_head_copies"},
+    "flash-attention": {"explicit_copies", "per_block_views", "per_head_copies", "warp_per_row"},
     "npu-vector-add": {"ub_overflow", "missing_free", "tail_not_handled", "unaligned_tail",
                        "some_cores", "tbuf_copy_in_unordered", "tbuf_copy_out_unordered",
                        "tbuf_copy_in_war", "saturating_add", "signed_zero_lost"},
