@@ -33,7 +33,7 @@ grading's wall-clock seconds (process start to exit) are compared with
 Results go to ``benchmarks/results/sim.json`` (``rows``: the executor comparison; ``grading``:
 one entry per grading). Exit status 1 when a result is not identical to the stock simulator's,
 when a grading takes longer than the budget, or when a grading does not pass (every one graded
-here is honest and must pass); else 0.
+here is honest and must pass, but for the rules :data:`SLOW_BY_DESIGN` names); else 0.
 """
 
 from __future__ import annotations
@@ -60,6 +60,16 @@ REDUCE_THREADS = 1024
 ROOT = Path(__file__).resolve().parent.parent
 #: seconds a student's sim-tier grading may take on the course's 2-core machine
 GRADING_BUDGET_S = 60.0
+
+#: Honest variants that are correct but slow by design: (lab, submission) -> the speed rules
+#: they fail and why. Such a row passes the bench when every case passes and exactly these
+#: rules fail (the lab's README says the same); any other verdict fails it.
+SLOW_BY_DESIGN = {
+    ("flash-attention", "ok/per_block_views"): (
+        ("DRAM traffic / compulsory",),
+        "one launch per block of query rows on fresh device copies of views: K and V are "
+        "copied and read once a launch"),
+}
 #: a grading still running after this is stopped and reported (past the grader's own limits)
 GRADING_KILL_S = 1200
 
@@ -233,9 +243,23 @@ def grade_timed(lab_id: str, name: str, path: Path | str,
     row.update(passed=bool(rep.get("passed")), score=rep.get("score"),
                max_score=rep.get("max_score"), tier=rep.get("tier"),
                error=None if rep.get("passed") else _why_failed(rep))
+    slow = SLOW_BY_DESIGN.get((lab_id, name))
+    if slow and not row["passed"] and _fails_only(rep, slow[0]):
+        row.update(passed=True, error=f"as expected: {row['error']} ({slow[1]})")
     if row["tier"] != "sim":
         row.update(passed=False, error=f"graded on the {row['tier']} tier, not sim")
     return row
+
+
+def _fails_only(rep: dict, rules) -> bool:
+    """True when the report ran, every case passed and the failing rules are exactly
+    ``rules``."""
+    if rep.get("fatal") or rep.get("broken"):
+        return False
+    if not rep.get("cases") or not all(c.get("passed") for c in rep["cases"]):
+        return False
+    failed = {r.get("name") for r in rep.get("rules", []) if not r.get("passed")}
+    return failed == set(rules)
 
 
 def _why_failed(rep: dict) -> str:

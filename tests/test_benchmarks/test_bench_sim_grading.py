@@ -89,3 +89,22 @@ def test_each_lab_grades_its_solution_then_every_stored_honest_variant(tmp_path)
 ])
 def test_a_failed_report_says_why_in_one_line(rep, why):
     assert bench_sim._why_failed(rep) == why
+
+
+def test_slow_by_design_passes_only_on_exactly_its_rules_with_every_case_passing():
+    sys.path.insert(0, str(ROOT / "tests"))
+    import known
+
+    for (lab_id, name), (rules, why) in bench_sim.SLOW_BY_DESIGN.items():
+        kind, sub = name.split("/")
+        assert kind == "ok" and sub in known.submissions(lab_id, "ok") and why
+        cases = [{"case": "a", "passed": True}, {"case": "b", "passed": True}]
+        ran = [{"name": r, "passed": False} for r in rules] + [{"name": "x", "passed": True}]
+        assert bench_sim._fails_only({"cases": cases, "rules": ran}, rules)
+        # one more failing rule, a failing case, or a fatal stop: not what is expected
+        assert not bench_sim._fails_only(
+            {"cases": cases, "rules": ran + [{"name": "y", "passed": False}]}, rules)
+        assert not bench_sim._fails_only(
+            {"cases": cases + [{"case": "c", "passed": False}], "rules": ran}, rules)
+        assert not bench_sim._fails_only({"fatal": "stop", "cases": cases, "rules": ran}, rules)
+        assert not bench_sim._fails_only({"cases": cases, "rules": []}, rules)
