@@ -206,6 +206,23 @@ def check_all(lab_id: str, functions: dict, *, limit: int | None = None,
     return ok
 
 
+def codegen_note(spec) -> str | None:
+    """A warning when this process compiles under another :mod:`kernellab.codegen` profile than
+    the grader's worker does for ``spec`` (CPU labs: its kernels run at another vector width, so
+    the speed here can differ from the grade's); None when they agree or for other tiers."""
+    if spec.tier != "cpu":
+        return None
+    from kernellab import codegen
+
+    if spec.codegen in codegen.matching():  # the same settings, whatever the name
+        return None
+    here = codegen.active()
+    return (f"note: this process compiles under the {here!r} codegen profile, the grader under "
+            f"{spec.codegen!r}: run `from kernellab import codegen; "
+            f"codegen.apply({spec.codegen!r})` first thing in the notebook (before anything is "
+            "compiled), or the speed here can differ from the grade's")
+
+
 def performance(lab_id: str, fn, *, function: str | None = None, verbose: bool = True,
                 **plan_overrides) -> list:
     """Measure ``fn`` by the lab's performance rules, in this process. Returns the RuleResults.
@@ -237,6 +254,9 @@ def performance(lab_id: str, fn, *, function: str | None = None, verbose: bool =
         r.detail = rewrite_for_namespace(r.detail, ns, extra=[fn])
     if verbose:
         print(measured["setup"]["description"])
+        note = codegen_note(spec)
+        if note:
+            print(note)
         for r in rules:
             spread = f" ({r.spread[0]:.3g}–{r.spread[1]:.3g})" if r.spread else ""
             meas = "-" if r.measured is None else f"{r.measured:.3g}{r.unit}"

@@ -14,11 +14,13 @@ at the full width (:mod:`kernellab.machine.fma_peak`); ``fast_gemm`` (:data:`FAS
 * ``NUMBA_LOOP_VECTORIZE=1``, Numba's default, kept: v2, v3 and the packing loops need it;
 * ``NUMBA_CPU_FEATURES`` = the host's features plus ``-prefer-256-bit`` on AVX-512 CPUs: LLVM's
   Intel server tunings prefer 256-bit vectors (``ymm`` only), which halves the reachable FMA
-  rate of Numba code on those CPUs; its Zen tunings do not, so there the flag changes
-  nothing. The features are in Numba's cache key, which also keeps the profile's cache apart;
+  rate of Numba code on cores with two 512-bit FMA units; its Zen tunings do not, so there the
+  flag changes nothing. The features are in Numba's cache key, which also keeps the profile's
+  cache apart;
 * ``NUMBA_OPT=3``, pinned, so that an exported ``NUMBA_OPT`` cannot change what it means.
 
-Chapter 1, section 6, shows the FMAs each profile makes LLVM emit and times v4/v5 under both;
+Chapter 1, section 6, shows the FMAs ``default`` and ``fast_gemm`` make LLVM emit and times
+v4/v5 under both;
 ``make bench`` times the ladder under ``fast_gemm``. The levers in the kernel code itself
 (uint64 indices, ``fastmath={'contract'}``, a flat scratch tile) are in
 :mod:`~kernellab.kernels.gemm_cpu`.
@@ -26,7 +28,7 @@ Chapter 1, section 6, shows the FMAs each profile makes LLVM emit and times v4/v
 Why opt-in and process-scoped (chapter 1, section 6, gives the reasoning): Numba switched SLP
 off after LLVM's SLP vectoriser miscompiled real code (numba/numba PR #8852), and the setting
 holds for every function the process compiles afterwards. So only processes that ask for it
-use it (the GEMM benchmark, chapter 1, the grader's speed run), and the correctness tests run
+use it (the GEMM benchmark, chapter 1), and the correctness tests run
 the kernels under it in a subprocess: they are the guard against a miscompilation.
 
 When the settings take effect (numba 0.68)
@@ -195,7 +197,7 @@ def apply(profile: str = "fast_gemm") -> None:
     wanted = settings(profile)
     directory = cache_dir(profile)
     if _codegen_exists():
-        if active() == profile and _config_cache_dir() == directory:
+        if profile in matching() and _config_cache_dir() == directory:
             _state["applied"] = profile
             return
         raise RuntimeError(
@@ -249,12 +251,12 @@ def in_effect() -> dict:
     }
 
 
-def active() -> str:
-    """Which profile this process compiles with: one of :data:`PROFILES` or ``"custom"``
-    (some other combination), read back from Numba's configuration (imports numba)."""
+def matching() -> list:
+    """The profiles whose settings Numba compiles with now (several where they coincide:
+    without AVX-512, ``full_width`` is ``default``)."""
     now = in_effect()
     host = host_cpu_features()
-    matches = []
+    out = []
     for name in PROFILES:
         conf = settings(name)
         expected_features = conf["NUMBA_CPU_FEATURES"] or host
@@ -262,11 +264,19 @@ def active() -> str:
                 and now["NUMBA_LOOP_VECTORIZE"] == conf["NUMBA_LOOP_VECTORIZE"]
                 and now["NUMBA_OPT"] == conf["NUMBA_OPT"]
                 and (now["NUMBA_CPU_FEATURES"] or host) == expected_features):
-            matches.append(name)
-    # without AVX-512, full_width and default are the same settings: the one applied is named
-    if _state["applied"] in matches:
-        return _state["applied"]
-    return matches[0] if matches else "custom"
+            out.append(name)
+    return out
+
+
+def active() -> str:
+    """Which profile this process compiles with: one of :data:`PROFILES` or ``"custom"``
+    (some other combination), read back from Numba's configuration (imports numba). Where
+    two profiles have the same settings, the one whose cache directory is in use is named."""
+    matches = matching()
+    if not matches:
+        return "custom"
+    cache = _config_cache_dir()
+    return next((name for name in matches if cache_dir(name) == cache), matches[0])
 
 
 def describe() -> dict:

@@ -60,3 +60,16 @@ def test_cpu_labs_are_graded_at_full_width():
         assert specs, mod
         for spec in specs:
             assert spec.codegen == "full_width", (spec.lab_id, spec.codegen)
+
+
+def test_local_check_warns_when_the_notebook_compiles_otherwise():
+    from grader.labs import get_spec_class
+    from grader.local import codegen_note
+
+    spec = get_spec_class("gemm-cpu")()
+    note = codegen_note(spec)
+    # this process never applied a profile: the note appears exactly where the settings differ
+    assert (note is None) == (spec.codegen in codegen.matching())
+    if note:
+        assert "codegen.apply('full_width')" in note
+    assert codegen_note(get_spec_class("gemm-cuda")()) is None     # not a CPU lab

@@ -78,7 +78,7 @@ class Winograd(LabSpec):
     # algorithm, computed by a library)
     banned_names = frozenset({"conv2d_direct", "conv2d_golden", "conv2d_abs",
                               "conv2d_direct_rounded", "fft"})
-    codegen = "full_width"  # the width numpy and the measured peak run at (kernellab.codegen)
+    codegen = "full_width"  # every CPU lab: the CPU's full vector width (kernellab.codegen)
 
     params = HIDDEN_PARAMS
     visible_seed = VISIBLE_SEED
