@@ -72,6 +72,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import overload
 
+from kernellab.machine.fma_peak import ENCODING_PREFIX
 from reference_kernels.gemm import gemm_naive
 
 from kernellab.kernels._gemm_args import gemm_shapes
@@ -475,10 +476,6 @@ def kernel_asm(kernel, dtype=np.float32) -> str:
     fresh.compile(tuple(numba.typeof(a) for a in args))
     return "\n".join(fresh.inspect_asm().values())
 
-
-#: An encoding pseudo-prefix LLVM prints before an instruction whose VEX and EVEX forms both
-#: exist (``{vex} vpdpwssd`` on cores with AVX-VNNI): part of the line, not of the mnemonic.
-ENCODING_PREFIX = r"(?:\{(?:vex|vex2|vex3|evex)\}\s*)?"
 
 _FP_OP = re.compile(r"^\s*" + ENCODING_PREFIX
                     + r"(v?f?n?m(?:add|sub)\d*|v?mul|v?add)(ps|pd|ss|sd)\b(.*)$")

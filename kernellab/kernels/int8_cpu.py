@@ -53,7 +53,8 @@ import numpy as np
 from numba import njit
 
 from kernellab.kernels._gemm_args import int8_gemm_operands
-from kernellab.kernels.gemm_cpu import ENCODING_PREFIX, hot_loop
+from kernellab.kernels.gemm_cpu import hot_loop
+from kernellab.machine.fma_peak import ENCODING_PREFIX
 from reference_kernels.quant import int8_gemm_naive
 
 __all__ = ["gemm_v1", "gemm_v2", "gemm_v3", "gemm_v4", "LADDER", "int_ops", "count_int_ops",

@@ -21,7 +21,9 @@ threads x FLOPs / summed CPU time). Another process sharing a core takes wall ti
 kernel but not CPU time, so the rate is what a core does while it runs the kernel. Each figure
 is the best of ``REPEATS`` calibrated repetitions of about ``TARGET_S`` seconds: interference
 (steal time, cache or frequency effects of other work) only lowers a rate, so for an upper
-bound the maximum is the right statistic.
+bound the maximum is the right statistic. For the same reason each figure bounds the other:
+one core's is at least the per-core rate of the all-core run, and the all-core figure at least
+one core's.
 
 The emitted assembly is inspected once: ``vector_bits`` is the widest register width of the
 kernel's FMA instructions (``vfmadd...`` on zmm = 512, ymm = 256, xmm = 128; None when the ISA
@@ -116,8 +118,11 @@ def _kernels():
     return _KERNELS[0]
 
 
-# an optional encoding pseudo-prefix ({vex}, {evex}) before the mnemonic, as LLVM prints it
-_FMA_REG = re.compile(r"^\s*(?:\{\w+\}\s*)?vfn?madd\w*\s+.*%([xyz])mm\d+\s*$")
+#: An encoding pseudo-prefix LLVM prints before an instruction whose VEX and EVEX forms both
+#: exist (``{vex} vpdpwssd`` on cores with AVX-VNNI): part of the line, not of the mnemonic.
+ENCODING_PREFIX = r"(?:\{(?:vex|vex2|vex3|evex)\}\s*)?"
+
+_FMA_REG = re.compile(r"^\s*" + ENCODING_PREFIX + r"vfn?madd\w*\s+.*%([xyz])mm\d+\s*$")
 
 
 def _vector_bits(asm: str) -> int | None:

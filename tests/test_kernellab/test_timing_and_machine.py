@@ -185,3 +185,25 @@ def test_doctor_cli_prints_the_facts():
     assert "architecture" in facts["blas_kernel"]
     r = subprocess.run([kl, "list"], capture_output=True, text=True, timeout=120)
     assert "gemm-cpu" in r.stdout
+
+
+def test_fma_peak_figures_bound_each_other(monkeypatch):
+    """Interference only lowers a rate: a one-core run that came out below the all-core run's
+    per-core rate is raised to it, and the all-core figure is never below one core's."""
+    import time as _time
+
+    from kernellab.machine import fma_peak
+
+    def fake(rates):
+        def best_rate(run, flops_per_pass, clock):
+            return rates[clock is _time.thread_time], 1
+        return best_rate
+
+    # one core measured low (50) beside two cores at 2 x 80: one core is 80
+    monkeypatch.setattr(fma_peak, "_best_rate", fake({True: 50e9, False: 160e9}))
+    out = fma_peak.measure(2)
+    assert out["float32"]["one_core_flops"] == 80e9 and out["float32"]["all_cores_flops"] == 160e9
+    # all cores measured below one core: the all-core figure is one core's
+    monkeypatch.setattr(fma_peak, "_best_rate", fake({True: 100e9, False: 60e9}))
+    out = fma_peak.measure(2)
+    assert out["float64"]["one_core_flops"] == 100e9 and out["float64"]["all_cores_flops"] == 100e9
