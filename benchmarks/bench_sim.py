@@ -243,12 +243,24 @@ def grade_timed(lab_id: str, name: str, path: Path | str,
     row.update(passed=bool(rep.get("passed")), score=rep.get("score"),
                max_score=rep.get("max_score"), tier=rep.get("tier"),
                error=None if rep.get("passed") else _why_failed(rep))
-    slow = SLOW_BY_DESIGN.get((lab_id, name))
-    if slow and not row["passed"] and _fails_only(rep, slow[0]):
-        row.update(passed=True, error=f"as expected: {row['error']} ({slow[1]})")
+    expect_verdict(row, rep)
     if row["tier"] != "sim":
         row.update(passed=False, error=f"graded on the {row['tier']} tier, not sim")
     return row
+
+
+def expect_verdict(row: dict, rep: dict) -> None:
+    """For a :data:`SLOW_BY_DESIGN` row: ``passed`` when ``rep`` (its report) fails exactly the
+    expected rules with every case passing, else not (a full pass included), and ``error``
+    says which."""
+    slow = SLOW_BY_DESIGN.get((row["lab"], row["submission"]))
+    if not slow:
+        return
+    if _fails_only(rep, slow[0]):
+        row.update(passed=True, error=f"as expected: {row['error']} ({slow[1]})")
+    else:
+        row.update(passed=False, error=f"expected to fail exactly {', '.join(slow[0])} "
+                                       f"({slow[1]}), got: {row['error'] or 'a pass'}")
 
 
 def _fails_only(rep: dict, rules) -> bool:

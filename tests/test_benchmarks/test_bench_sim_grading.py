@@ -108,3 +108,19 @@ def test_slow_by_design_passes_only_on_exactly_its_rules_with_every_case_passing
             {"cases": cases + [{"case": "c", "passed": False}], "rules": ran}, rules)
         assert not bench_sim._fails_only({"fatal": "stop", "cases": cases, "rules": ran}, rules)
         assert not bench_sim._fails_only({"cases": cases, "rules": []}, rules)
+
+
+def test_a_slow_by_design_row_that_passes_everything_fails_the_bench():
+    (lab_id, name), (rules, _) = next(iter(bench_sim.SLOW_BY_DESIGN.items()))
+    cases = [{"case": "a", "passed": True}]
+    row = _row(lab=lab_id, submission=name)
+    bench_sim.expect_verdict(row, {"passed": True, "cases": cases,
+                                   "rules": [{"name": r, "passed": True} for r in rules]})
+    assert not row["passed"] and row["error"].startswith("expected to fail exactly")
+    row = _row(lab=lab_id, submission=name, passed=False, error="rules failed: x")
+    bench_sim.expect_verdict(row, {"passed": False, "cases": cases,
+                                   "rules": [{"name": r, "passed": False} for r in rules]})
+    assert row["passed"] and row["error"].startswith("as expected")
+    other = _row(submission="ok/a", passed=False, error="e")
+    bench_sim.expect_verdict(other, {})       # not listed: untouched
+    assert not other["passed"] and other["error"] == "e"
