@@ -53,7 +53,8 @@ check: $(STAMP)
 TEST_WORKERS ?= 2
 
 # One session for the tests and the notebooks (nbval), so that neither waits for the other's
-# last file: the two workers stay busy to the end.
+# last file: the two workers stay busy to the end. --durations lists the 20 slowest tests in
+# every run (CI's log too): where the 12-minute budget goes.
 # ruff (configured in pyproject.toml): the first step of make test, a few seconds
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -61,7 +62,7 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env \
-	    -p no:cacheprovider tests solutions chapters
+	    --durations=20 -p no:cacheprovider tests solutions chapters
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_gemm_cpu.py
