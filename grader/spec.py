@@ -313,7 +313,10 @@ class LabSpec:
     # numba.typed) a lab lets students reach, by full name (e.g. "numba.cuda")
     allowed_submodules: frozenset = frozenset()
     banned_names: frozenset = frozenset()
-    codegen: str = "default"  # kernellab.codegen profile the worker compiles under
+    # kernellab.codegen profile the worker compiles under: for CPU labs the CPU's full vector
+    # width, the width numpy/OpenBLAS and the measured FMA peak run at (GPU and NPU labs set
+    # "default": Numba's own behaviour)
+    codegen: str = "full_width"
     python_entry: bool = False  # the required functions must be plain Python (GPU launchers)
     compile_timeout_s: float = 300.0  # loading the submission + JIT warm-up
     case_timeout_s: float = 20.0  # one correctness call

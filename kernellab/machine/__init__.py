@@ -247,7 +247,7 @@ def _peak_key(info: CPUInfo) -> dict:
             return "?"
     return {"model": info.model, "flags": info.flags(), "cores": info.cores,
             "numba": version("numba"), "llvmlite": version("llvmlite"),
-            "codegen": codegen.settings("fast_gemm"), "version": PEAK_VERSION}
+            "codegen": codegen.settings("full_width"), "version": PEAK_VERSION}
 
 
 def peak_cache_path(info: CPUInfo | None = None) -> Path:
@@ -272,13 +272,13 @@ def _busy_jiffies() -> tuple[int, int]:
 
 
 def _run_microbenchmark(info: CPUInfo) -> dict:
-    """One measurement in a subprocess under the fast_gemm profile's CPU features (the widest
+    """One measurement in a subprocess under the full_width profile (the widest
     vectors), with ``background``: the fraction of the machine other processes used meanwhile."""
     import resource
 
     from kernellab import codegen
 
-    env = codegen.env("fast_gemm")
+    env = codegen.env("full_width")
     env["NUMBA_NUM_THREADS"] = str(info.cores)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

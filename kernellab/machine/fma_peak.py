@@ -7,13 +7,13 @@ Kernel: ``CHAINS`` independent accumulator rows of ``x`` (shape (CHAINS, n)), ea
 updated by ``STEPS`` dependent FMAs ``a = a * m + c`` per pass. The loop over the n elements is
 the innermost loop after LLVM fully unrolls the constant ``STEPS`` loop, so the loop vectoriser
 turns it into vector FMAs at the widest width the target allows (the process runs with the
-host's CPU features and ``-prefer-256-bit`` lifted, as :mod:`kernellab.codegen`'s ``fast_gemm``
-profile); ``CHAINS`` independent chains are twice FMA latency x FMA pipes (4 cycles x 2 pipes on
-current x86 cores: Intel Optimization Reference Manual; AMD Software Optimization Guide for
-Family 19h, §2.11), and the ``CHAINS`` loads and stores per ``CHAINS`` x ``STEPS`` FMAs are far
-below the load/store ports' rate. ``fastmath`` is ``contract`` only: no reassociation, so LLVM
-cannot fold the chain; m < 1 and c > 0 keep the values normal (no denormal slow path). FLOPs
-counted: 2 per FMA, nothing else.
+host's CPU features and ``-prefer-256-bit`` lifted: :mod:`kernellab.codegen`'s ``full_width``
+profile, the one the CPU labs are graded under); ``CHAINS`` independent chains are twice FMA
+latency x FMA pipes (4 cycles x 2 pipes on current x86 cores: Intel Optimization Reference
+Manual; AMD Software Optimization Guide for Family 19h, §2.11), and the ``CHAINS`` loads and
+stores per ``CHAINS`` x ``STEPS`` FMAs are far below the load/store ports' rate. ``fastmath`` is
+``contract`` only: no reassociation, so LLVM cannot fold the chain; m < 1 and c > 0 keep the
+values normal (no denormal slow path). FLOPs counted: 2 per FMA, nothing else.
 
 Time: CPU time, not wall time: ``time.thread_time`` for one core (the calling thread runs the
 kernel), ``time.process_time`` for all cores (a ``prange`` over one block per thread; rate =

@@ -73,7 +73,6 @@ class GemmCPU(LabSpec):
     functions = {"gemm": ("A", "B", "C")}
     allowed_imports = frozenset({"numpy", "numba", "math"})
     banned_names = frozenset({"gemm_naive", "gemm_golden", "gemm_abs_product"})
-    codegen = "full_width"  # the width numpy and the measured peak run at (kernellab.codegen)
     params = HIDDEN_PARAMS
     visible_seed = VISIBLE_SEED
     repeated = {REPEATED: ("A", "B")}

@@ -190,7 +190,6 @@ class Int8Linear(LabSpec):
     banned_names = frozenset({"int8_gemm_naive", "int_gemm_golden", "linear_golden",
                               "quantize_per_channel_golden", "quantize_per_token_golden",
                               "dequantize_linear_golden", "quantize_symmetric"})
-    codegen = "full_width"  # every CPU lab: the CPU's full vector width (kernellab.codegen)
 
     select_by = "fn"
     variants = HIDDEN_PARAMS

@@ -78,7 +78,6 @@ class Winograd(LabSpec):
     # algorithm, computed by a library)
     banned_names = frozenset({"conv2d_direct", "conv2d_golden", "conv2d_abs",
                               "conv2d_direct_rounded", "fft"})
-    codegen = "full_width"  # every CPU lab: the CPU's full vector width (kernellab.codegen)
 
     params = HIDDEN_PARAMS
     visible_seed = VISIBLE_SEED
