@@ -117,6 +117,8 @@ class _Launch(_Explain):
         # the busiest block's work: the most global sectors, shared wavefronts and barriers
         # one block had (each a maximum over the blocks on its own)
         self.block_max = dict.fromkeys(BLOCK_MAX_KEYS, 0)
+        self.has_wide = False       # an alias root exists (kernellab.sim.sm80's accesses)
+        self.warp_mma = {}          # warp -> mma instructions it issued (the running block)
 
     # -- a block (both executors)
     def begin_block(self, ctaid, blin):
@@ -126,9 +128,17 @@ class _Launch(_Explain):
         self.blin = blin
         self.shared_roots = {}
         self.block_roots = []
-        self.roots = list(self.groots)      # shared arrays' ids are reused block to block
+        # shared arrays' ids are reused block to block; global alias roots (vector accesses,
+        # :meth:`wide_root`) stay, renumbered after the arguments
+        self.roots = list(self.groots) + [r for r in self.roots
+                                          if r.alias is not None and r.space == "g"]
+        for i, r in enumerate(self.roots):
+            if r.aid != i:
+                r.aid = i
+                r.key = i << AID_SHIFT
         self.epoch = 0
         self.bar_sites = []
+        self.warp_mma = {}
         self.block_start_flush = True
         self.block_open = True
         self.block_event0 = self.nwevents
@@ -244,7 +254,47 @@ class _Launch(_Explain):
         self.roots.append(root)
         root.written = np.zeros(arr.size, np.bool_)
         self.block_roots.append(root)
-        return _wrap(arr, root, 0)
+        root.wrapper = _wrap(arr, root, 0)
+        return root.wrapper
+
+    def wide_root(self, root, width):
+        """The alias of allocation ``root`` whose elements are ``width``-byte accesses (a
+        vector load or store, ``ldmatrix``, ``cp.async``): one log entry an access, so that
+        requests, sectors and bank phases are those of the access's width; the race,
+        uninitialised-read and DRAM bookkeeping see the allocation's own elements
+        (:meth:`analyse` expands each entry)."""
+        if root.wide is None:
+            root.wide = {}
+        got = root.wide.get(width)
+        if got is None:
+            ratio = width // root.itemsize
+            got = _Root(f"{root.name} ({width}-byte)", root.space, root.arr, root.base,
+                        len(self.roots))
+            got.itemsize = width
+            got.elems = root.elems // ratio
+            got.alias = (root, ratio)
+            self.roots.append(got)
+            root.wide[width] = got
+            self.has_wide = True
+        return got
+
+    def _expand(self, key, cols):
+        """Each alias-root entry of ``key`` as the allocation's elements it covers: (key, the
+        other columns repeated alike); unchanged when the log has no alias entry."""
+        ratio = np.array([r.alias[1] if r.alias is not None else 1 for r in self.roots],
+                         np.int64)
+        aid = key >> AID_SHIFT
+        rep = ratio[aid]
+        if (rep == 1).all():
+            return key, cols
+        base_aid = np.array([r.alias[0].aid if r.alias is not None else r.aid
+                             for r in self.roots], np.int64)[aid]
+        flags = key & (WRITE_BIT | ATOMIC_BIT)
+        first = (key & OFF_MASK) * rep
+        k2 = np.repeat((base_aid << AID_SHIFT) | flags | first, rep)
+        starts = np.repeat(np.cumsum(rep) - rep, rep)
+        k2 = k2 + (np.arange(len(k2)) - starts)
+        return k2, [None if c is None else np.repeat(c, rep) for c in cols]
 
     # -- access logs. A thread's log is closed into a segment at each barrier, __syncwarp,
     # forced switch and exit; segments are analysed in bulk by flush(), at the end of a block
@@ -352,7 +402,12 @@ class _Launch(_Explain):
                 memo_arrays = (k, meta_)
                 before = {n_: self.counters[n_] for n_ in SHARED_KEYS}
             self.shared_rows = None
-            self._count(k, t, b, i, st)
+            xk = None
+            if self.has_wide:
+                xk, xcols = self._expand(k, [t, b, i, w, st, e, cx])
+            self._count(k, t, b, i, st, xkey=xk)
+            if xk is not None:
+                k, (t, b, i, w, st, e, cx) = xk, xcols
             if _OPTS["race_check"]:
                 self._races(k, t, b, i, w, st, e, cx)
             if not glob:
@@ -369,11 +424,12 @@ class _Launch(_Explain):
             del _ctxs[1:]
         return bool(((key >> W_SHIFT) & 1).any())
 
-    def _count(self, key, tid, blin, iv, site):
+    def _count(self, key, tid, blin, iv, site, xkey=None):
         """Traffic counters. An access's warp-level request is (array, load/store, barrier
         interval, warp, n-th access of that kind to that array by the thread in the interval):
         the lanes of a warp run one instruction stream, so their n-th accesses are one
-        instruction."""
+        instruction. ``xkey``: ``key`` with alias entries expanded (:meth:`_expand`), for the
+        per-element bookkeeping of the global allocations."""
         c = self.counters
         ak = key >> W_SHIFT                      # array id * 2 + is_write
         niv = int(iv.max()) + 1
@@ -404,16 +460,18 @@ class _Launch(_Explain):
             cost += np.bincount(req_ak[secs >> 34], minlength=nak)
             if site is not None:
                 self._count_sites(ga, gr, gi, site[isg], req_ak)
-            gaid = aid[isg]
-            gw = ((key[isg] >> W_SHIFT) & 1).astype(np.bool_)
-            gat = (key[isg] & ATOMIC_BIT) != 0
+            xk = key[isg] if xkey is None else xkey[self.isg_by_aid[xkey >> AID_SHIFT]]
+            gaid = xk >> AID_SHIFT
+            goff = xk & OFF_MASK
+            gw = ((xk >> W_SHIFT) & 1).astype(np.bool_)
+            gat = (xk & ATOMIC_BIT) != 0
             for root in self.groots:
                 m = gaid == root.aid
                 if not m.any():
                     continue
-                o = off[isg][m] * root.itemsize
+                o = goff[m] * root.itemsize
                 w = gw[m]
-                root.stored[off[isg][m][w]] = True
+                root.stored[goff[m][w]] = True
                 # an atomic is a read-modify-write: counted as a store, its sectors also
                 # reported apart (``LaunchStats.arrays``: dram_atomic_bytes)
                 for bm, sel in ((root.dram_r, ~w), (root.dram_w, w), (root.dram_a, gat[m])):

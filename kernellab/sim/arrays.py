@@ -61,7 +61,7 @@ _sched = None            # the scheduler greenlet of the running block
 
 class _Thread:
     __slots__ = ("g", "tid", "idx", "idx3", "warp", "lane", "state", "wep", "wait", "resume",
-                 "log", "slog", "segs", "live", "exit_ep")
+                 "log", "slog", "segs", "live", "exit_ep", "cpg")
 
     def __init__(self, tid, idx):
         self.tid = tid
@@ -78,6 +78,7 @@ class _Thread:
         self.segs = []      # [(warp-sync epoch, log, site log)] closed by __syncwarp
         self.live = ()      # mode 3: [(frame, instance)] of the last access's device frames
         self.exit_ep = None  # the barrier interval the thread returned in
+        self.cpg = None      # cp.async groups (kernellab.sim.sm80), once the thread issues one
 
 
 def _idx_str(idx):
@@ -100,7 +101,8 @@ class _Root:
 
     __slots__ = ("name", "space", "arr", "flat", "itemsize", "base", "aid", "key", "elems",
                  "wowner", "rowner", "dram_r", "dram_w", "written", "shape", "first",
-                 "nload", "nstore", "natomic", "digest0", "stored", "dram_a")
+                 "nload", "nstore", "natomic", "digest0", "stored", "dram_a", "wide", "alias",
+                 "wrapper", "pending", "npending")
 
     def __init__(self, name, space, arr, base, aid):
         self.name = name
@@ -124,6 +126,11 @@ class _Root:
         self.digest0 = None     # content_digest at the launch's start (while captured)
         self.stored = None      # global: which elements were stored to (atomics included)
         self.dram_a = None      # global: sectors atomics touched (a read-modify-write)
+        self.wide = None        # access width (bytes) -> the alias root of that width
+        self.alias = None       # an alias root: (the allocation's root, elements per access)
+        self.wrapper = None     # shared: the SimArray the block's threads index
+        self.pending = None     # shared: cp.async copies not yet waited for, per element
+        self.npending = 0
 
 
 # A log entry is one int: (array id << 37) | (is_write << 36) | (is_atomic << 35) | element

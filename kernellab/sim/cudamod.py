@@ -18,6 +18,7 @@ from numba.cuda import types as _nbtypes
 from numba.cuda.np import numpy_support as _npsupport
 
 from kernellab.sim import arrays as _a
+from kernellab.sim import sm80 as _sm80
 from kernellab.sim.arrays import (
     ACTIVE, ATOMIC_BIT, SimArray, _barrier, _getframe, _narrow, _warp_op, _where, _yield,
 )
@@ -262,6 +263,59 @@ class SimCudaModule(_kapi.FakeCUDAModule):
 
     def dp4a(self, a, b, c):
         return dp4a(a, b, c)
+
+    # sm_80: tensor cores, ldmatrix, cp.async, vector accesses (kernellab.cuda_ext for the GPU;
+    # kernellab.sim.sm80 evaluates them here)
+    def mma_m16n8k16_f16(self, a, b, c):
+        return _sm80.mma("f16", a, b, c, _getframe(1))
+
+    def mma_m16n8k16_bf16(self, a, b, c):
+        return _sm80.mma("bf16", a, b, c, _getframe(1))
+
+    def ldmatrix_x1(self, arr, idx):
+        return _sm80.ldmatrix(1, False, arr, idx, _getframe(1))
+
+    def ldmatrix_x2(self, arr, idx):
+        return _sm80.ldmatrix(2, False, arr, idx, _getframe(1))
+
+    def ldmatrix_x4(self, arr, idx):
+        return _sm80.ldmatrix(4, False, arr, idx, _getframe(1))
+
+    def ldmatrix_x1_trans(self, arr, idx):
+        return _sm80.ldmatrix(1, True, arr, idx, _getframe(1))
+
+    def ldmatrix_x2_trans(self, arr, idx):
+        return _sm80.ldmatrix(2, True, arr, idx, _getframe(1))
+
+    def ldmatrix_x4_trans(self, arr, idx):
+        return _sm80.ldmatrix(4, True, arr, idx, _getframe(1))
+
+    def cp_async(self, dst, di, src, si, nbytes):
+        _sm80.cp_async(dst, di, src, si, nbytes, None, _getframe(1))
+
+    def cp_async_zfill(self, dst, di, src, si, nbytes, src_bytes):
+        _sm80.cp_async(dst, di, src, si, nbytes, src_bytes, _getframe(1))
+
+    def cp_async_commit_group(self):
+        _sm80.commit_group()
+
+    def cp_async_wait_group(self, n):
+        _sm80.wait_group(n, _getframe(1))
+
+    def cp_async_wait_all(self):
+        _sm80.wait_all()
+
+    def ld_v2(self, arr, idx):
+        return _sm80.ld_vec(arr, idx, 2, _getframe(1))
+
+    def ld_v4(self, arr, idx):
+        return _sm80.ld_vec(arr, idx, 4, _getframe(1))
+
+    def st_v2(self, arr, idx, vals):
+        _sm80.st_vec(arr, idx, vals, 2, _getframe(1))
+
+    def st_v4(self, arr, idx, vals):
+        _sm80.st_vec(arr, idx, vals, 4, _getframe(1))
 
 
 def dp4a(a, b, c):

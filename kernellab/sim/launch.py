@@ -555,9 +555,14 @@ def install():
     _install_copies(_cuda)
     for nm in ("syncwarp", "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync",
                "ballot_sync", "all_sync", "any_sync", "eq_sync", "match_any_sync", "match_all_sync",
-               "activemask", "lanemask_lt", "dp4a"):
+               "activemask", "lanemask_lt") + _cuda_ext_names():
         if not hasattr(_cuda, nm):
             setattr(_cuda, nm, _outside_kernel(nm))
+
+
+def _cuda_ext_names():
+    from kernellab.cuda_ext import NAMES
+    return NAMES
 
 
 def _jit_with_launch_bounds(stock_jit):

@@ -20,6 +20,8 @@ component   work (counters)                            throughput
 ``shared``  ``shared_{load,store}_wavefronts`` x 128 B ``shared_bytes_per_s_per_sm x SMs x f``
 ``compute`` ``flops``                                  ``fp32_flops x f``
 ``sync``    ``barriers x barrier_cycles`` (cycles)     ``clock x SMs x f`` (cycles/s)
+``tensor``  ``mma_ops x 4096`` FLOP, plus the share    ``fp16_tensor_flops x f``
+            of ``global`` not overlapped (below)
 ``launch``  one launch                                 ``launch_overhead_s``
 =========== ========================================== =====================================
 
@@ -41,9 +43,24 @@ whose blocks return at once but one is charged as the one SM that works.
 The components overlap, so the kernel's time is their maximum. The launch overhead does not
 overlap and is added::
 
-    seconds = max(dram, global, shared, compute, sync) + launch
+    seconds = max(dram, global, shared, compute, sync, tensor) + launch
 
 ``bound`` names the largest component, ``launch`` included.
+
+**Tensor cores** (``mma_ops``: warp-level ``mma.m16n8k16``, 16 x 8 x 16 multiply-adds = 4096
+FLOP each, FP16 or BF16 inputs, float32 accumulation). Their peak is the profile's dense
+``fp16_tensor_flops``; the *issue rate* it implies is ``fp16_tensor_flops / (SMs x clock)``
+FLOP per clock per SM: 2048 on the A100 (312e12 / (108 x 1.41e9)), one m16n8k16 every 2 clocks
+an SM, i.e. one every 8 clocks on each of its 4 tensor cores [derived]. **Overlap**
+[assumption]: loads that a warp has in flight while it issues MMAs cost no tensor-core time;
+loads it waits for first serialise with its MMAs (the model hides no latency behind other warps
+or blocks: occupancy is not modelled). The engine counts ``cp_async_overlapped_bytes``, the
+``cp.async`` bytes whose group completed after the issuing warp had issued an MMA since the
+copy (double buffering: the next tile's copy in flight across this tile's MMAs). With ``o`` =
+overlapped bytes / ``global_load_bytes`` (at most 1), ``tensor = mma_ops x 4096 /
+(fp16_tensor_flops x f) + (1 - o) x global`` when ``mma_ops > 0``, else 0. A kernel that loads
+each tile synchronously before its MMAs therefore pays load + MMA time; a double-buffered one
+the larger of the two.
 
 What each counter costs:
 
@@ -133,7 +150,8 @@ register pressure and spills       F is the PTX depot, not ptxas's stack frame: 
                                    ptxas at every launch.
                                    Local accesses are charged by footprint (stored bytes x
                                    2), not counted one by one
-tensor cores, FP16/FP64 rates      one FP32 (non-tensor) peak for all ``flops``
+FP16/FP64 SIMT rates; TF32, INT8   one FP32 (non-tensor) peak for all ``flops``; tensor
+tensor-core rates                  cores at their dense FP16/BF16 rate (``mma_ops``) only
 clocks and throttling              boost clock always; no power or thermal limits
 tail effects and waves             ``blocks`` > SMs is treated as perfectly balanced, unless
                                    the busiest block is given (then: at least that block)
@@ -164,11 +182,18 @@ Architecture whitepaper (2020).
 * The 80 GB part has 2039 GB/s DRAM and is otherwise the same. Make it with
   ``dataclasses.replace(PROFILES["a100"], name="a100-80gb", dram_bytes_per_s=2039e9)``.
 
+* Tensor cores: 312 TFLOP/s dense FP16 and BF16 with FP32 accumulation (624 with 2:4
+  sparsity, not modelled), 156 TF32 (whitepaper, Table 1) [verified via NVIDIA's A100
+  datasheet, "Peak FP16 Tensor Core 312 TF"].
+
 **h100: NVIDIA H100 SXM5 80 GB.**
 
 * 132 SMs (NVIDIA H100 Tensor Core GPU Architecture whitepaper, 2022) [secondary].
 * FP32 67 TFLOP/s non-tensor and HBM3 3.35 TB/s (NVIDIA H100 datasheet, via secondary
   copies of NVIDIA's spec page) [secondary].
+* Tensor cores: 989 TFLOP/s dense FP16/BF16 (the datasheet's 1,979 "with sparsity" halved;
+  TF32 494 dense) [secondary]. At the profile's 1.98 GHz that is 3784 FLOP per clock an SM; the
+  whitepaper's dense rate is 4096 at its lower tensor-core boost clock [memory].
 * Clock 1.98 GHz [derived]: 67e12 / (132 x 128 lanes x 2). That matches the 1980 MHz max clock
   that ``nvidia-smi`` reports for H100 SXM5 [memory].
 * L2: 5120 B/clk x 1.98 GHz = 10.1 TB/s [assumption]. NVIDIA publishes no H100 L2 bytes/clock,
@@ -177,7 +202,8 @@ Architecture whitepaper (2020).
   whitepaper, 2022: "50 MB L2 cache"), taken as 50 MiB as ``deviceQuery`` counts it [memory].
 
 **h200: NVIDIA H200 SXM 141 GB.** It is H100 SXM5 compute (same GH100 die, 132 SMs, 67 TFLOP/s
-FP32) with HBM3e at 4.8 TB/s (NVIDIA's H200 product page, via secondary copies) [secondary].
+FP32, 989 TFLOP/s dense FP16/BF16 tensor) with HBM3e at 4.8 TB/s (NVIDIA's H200 product page,
+via secondary copies) [secondary].
 Its ``l2_bytes`` is the H100's 50 MB [derived: the same GH100 die; NVIDIA's H200 pages
 give no L2 size].
 
@@ -233,6 +259,8 @@ __all__ = [
     "describe",
     "LocalTraffic",
     "local_traffic",
+    "tensor_seconds",
+    "MMA_FLOPS",
 ]
 
 SECTOR_BYTES = 32
@@ -255,7 +283,7 @@ REQUIRED_COUNTERS = (
 """Counter keys :func:`modelled_time` reads and requires. ``flops`` is read too, but it is
 optional (default 0)."""
 
-COMPONENTS = ("dram", "global", "shared", "compute", "sync", "launch")
+COMPONENTS = ("dram", "global", "shared", "compute", "sync", "tensor", "launch")
 """Breakdown keys, in tie-breaking order: when two components are equal, the first one is
 named as ``bound``."""
 
@@ -265,6 +293,7 @@ LABELS = {
     "shared": "shared wavefronts",
     "compute": "FP32",
     "sync": "barriers",
+    "tensor": "tensor cores",
     "launch": "launch",
 }
 
@@ -296,6 +325,7 @@ class DeviceProfile:
         registers_per_sm: 32-bit registers of one SM (also the most one block may use).
         max_registers_per_thread: the most registers ptxas gives one thread.
         l2_bytes: the L2 cache of the whole chip, bytes.
+        fp16_tensor_flops: dense FP16/BF16 tensor-core peak (float32 accumulation), FLOP/s.
     """
 
     name: str
@@ -316,10 +346,11 @@ class DeviceProfile:
     registers_per_sm: int = 65536
     max_registers_per_thread: int = 255
     l2_bytes: int = 40 * 1024 * 1024
+    fp16_tensor_flops: float = 312e12
 
     def __post_init__(self):
         for f in ("sm_count", "clock_ghz", "fp32_flops", "dram_bytes_per_s", "l2_bytes_per_s",
-                  "shared_bytes_per_s_per_sm", "l2_bytes"):
+                  "shared_bytes_per_s_per_sm", "l2_bytes", "fp16_tensor_flops"):
             v = getattr(self, f)
             if not (math.isfinite(v) and v > 0):
                 raise ValueError(f"DeviceProfile {self.name!r}: {f} must be > 0, got {v!r}")
@@ -350,7 +381,7 @@ _HOPPER_CARVEOUTS_KIB = _AMPERE_CARVEOUTS_KIB + (196, 228)  # Hopper Tuning Guid
 
 
 def _profile(name, description, sms, ghz, fp32_flops, dram_bytes_per_s, max_shared_kib,
-             l1_kib, carveouts_kib, l2_mib):
+             l1_kib, carveouts_kib, l2_mib, tensor_flops):
     return DeviceProfile(
         name=name, description=description, sm_count=sms, clock_ghz=ghz,
         fp32_flops=fp32_flops, dram_bytes_per_s=dram_bytes_per_s,
@@ -359,16 +390,17 @@ def _profile(name, description, sms, ghz, fp32_flops, dram_bytes_per_s, max_shar
         launch_overhead_s=_LAUNCH_S, barrier_cycles=_BARRIER_CYCLES,
         max_threads_per_sm=2048, max_shared_per_sm=max_shared_kib * 1024,
         l1_shared_bytes_per_sm=l1_kib * 1024,
-        shared_carveouts=tuple(k * 1024 for k in carveouts_kib), l2_bytes=l2_mib * 1024 * 1024)
+        shared_carveouts=tuple(k * 1024 for k in carveouts_kib), l2_bytes=l2_mib * 1024 * 1024,
+        fp16_tensor_flops=tensor_flops)
 
 
 PROFILES: dict[str, DeviceProfile] = {
     "a100": _profile("a100", "NVIDIA A100-SXM4-40GB", 108, _A100_CLOCK_GHZ, 19.5e12, 1555e9, 164,
-                     192, _AMPERE_CARVEOUTS_KIB, 40),
+                     192, _AMPERE_CARVEOUTS_KIB, 40, 312e12),
     "h100": _profile("h100", "NVIDIA H100 SXM5 80GB", 132, _H100_CLOCK_GHZ, 67e12, 3.35e12, 228,
-                     256, _HOPPER_CARVEOUTS_KIB, 50),
+                     256, _HOPPER_CARVEOUTS_KIB, 50, 989e12),
     "h200": _profile("h200", "NVIDIA H200 SXM 141GB", 132, _H100_CLOCK_GHZ, 67e12, 4.8e12, 228,
-                     256, _HOPPER_CARVEOUTS_KIB, 50),
+                     256, _HOPPER_CARVEOUTS_KIB, 50, 989e12),
 }
 
 DEFAULT_PROFILE = "a100"
@@ -565,6 +597,7 @@ def modelled_time(counters, profile: str | DeviceProfile = DEFAULT_PROFILE, *,
         "shared": wavefronts * WAVEFRONT_BYTES / (p.shared_bytes_per_s_per_sm * busy),
         "compute": flops / (p.fp32_flops * share),
         "sync": n["barriers"] * p.barrier_cycles / (p.clock_hz * busy),
+        "tensor": 0.0,
         "launch": p.launch_overhead_s,
     }
     if busiest_block is not None:
@@ -576,10 +609,28 @@ def modelled_time(counters, profile: str | DeviceProfile = DEFAULT_PROFILE, *,
                          / p.shared_bytes_per_s_per_sm),
                         ("sync", b["barriers"] * p.barrier_cycles / p.clock_hz)):
             breakdown[comp] = max(breakdown[comp], t)
+    breakdown["tensor"] = tensor_seconds(c, p, share, breakdown["global"])
     kernel = max(v for k, v in breakdown.items() if k != "launch")
     return ModelledTime(seconds=kernel + p.launch_overhead_s, breakdown=breakdown,
                         bound=_argmax(breakdown), profile=p, active_sms=active,
                         local=local if local.frame_bytes else None)
+
+
+MMA_FLOPS = 2 * 16 * 8 * 16
+"""FLOP of one ``mma.m16n8k16`` (16 x 8 x 16 multiply-adds)."""
+
+
+def tensor_seconds(c: Mapping, p: DeviceProfile, share: float, global_s: float) -> float:
+    """The ``tensor`` component (module docstring, "Tensor cores"): the MMAs at the dense
+    FP16/BF16 peak of the busy SMs plus the share of the global component not in flight
+    across them; 0 without MMAs."""
+    mmas = _local_number(c, "mma_ops")
+    if not mmas:
+        return 0.0
+    loads = _local_number(c, "global_load_bytes")
+    overlapped = _local_number(c, "cp_async_overlapped_bytes")
+    o = min(1.0, overlapped / loads) if loads else 1.0
+    return mmas * MMA_FLOPS / (p.fp16_tensor_flops * share) + (1.0 - o) * global_s
 
 
 def _launch_list(launches) -> list:

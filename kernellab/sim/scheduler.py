@@ -30,6 +30,7 @@ from kernellab.sim.arrays import ACTIVE, SLICE, _idx_str, _Thread, _where
 from kernellab.sim.errors import DivergenceError, KernelError, SimError, StuckKernelError
 from kernellab.sim.settings import _OPTS, WARP
 from kernellab.sim.sites import _instr_start, _line_of
+from kernellab.sim import mma as _mma
 from kernellab.sim.warp import SHFL, shfl_source
 
 BLOCK_CAP = 1 << 23        # logged accesses kept before an analysis (8 bytes each)
@@ -359,6 +360,34 @@ def _complete_group(launch, wq, mask, runq):
             u.wep = eid
         c["warp_syncs"] += 1
         results = dict.fromkeys(by_lane)
+    elif op == "mma":
+        kinds = {u.wait[2][0] for u in wq}
+        if len(kinds) != 1:
+            raise DivergenceError(
+                f"ctaid={_idx_str(launch.ctaid)} warp {first.warp}: lanes execute different "
+                f"mma instructions ({', '.join(sorted(kinds))}) at line "
+                f"{_line_of(*first.wait[4])}")
+        lanes = sorted(by_lane)
+        d = _mma.mma_m16n8k16(np.array([by_lane[ln].wait[2][1] for ln in lanes], np.uint32),
+                              np.array([by_lane[ln].wait[2][2] for ln in lanes], np.uint32),
+                              np.array([by_lane[ln].wait[2][3] for ln in lanes], np.float32),
+                              kinds.pop())
+        for i, ln in enumerate(lanes):
+            results[ln] = tuple(d[i])
+        c["mma_ops"] += 1
+        launch.warp_mma[first.warp] = launch.warp_mma.get(first.warp, 0) + 1
+    elif op == "ldmatrix":
+        shapes = {u.wait[2][:2] for u in wq}
+        if len(shapes) != 1:
+            raise DivergenceError(
+                f"ctaid={_idx_str(launch.ctaid)} warp {first.warp}: lanes execute different "
+                f"ldmatrix shapes at line {_line_of(*first.wait[4])}")
+        n, trans = shapes.pop()
+        rows = np.stack([by_lane[ln].wait[2][2] for ln in range(8 * n)])
+        regs = _mma.ldmatrix(rows, trans)
+        for ln in by_lane:
+            results[ln] = np.uint32(regs[ln, 0]) if n == 1 else tuple(
+                np.uint32(x) for x in regs[ln])
     elif op.startswith("shfl"):
         c["shuffles"] += 1
         launch.shuffle_warps.add((launch.blin, first.warp))

@@ -95,7 +95,8 @@ def test_each_component_full_chip():
                  barriers=64_000, flops=1e12)
     mt = modelled_time(c, "a100")
     bd = mt.breakdown
-    assert set(bd) == {"dram", "global", "shared", "compute", "sync", "launch"}
+    assert set(bd) == {"dram", "global", "shared", "compute", "sync", "tensor", "launch"}
+    assert bd["tensor"] == 0.0       # no MMAs
     assert close(bd["dram"], 50e6 / 1555e9)
     assert close(bd["global"], 4e6 * 32 / (5120 * 1.41e9))
     assert close(bd["shared"], 2.5e6 / (108 * 1.41e9))           # one wavefront/clock/SM
