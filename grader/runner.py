@@ -29,7 +29,7 @@ from grader.sandbox import Limits, Worker, WorkerDied
 from grader.source_map import SourceMap, quote_line
 from grader.spec import Case, CaseData, HiddenCases
 from grader.static_check import check_source
-from grader import notebook
+from grader import notebook, npz
 
 
 def cache_root() -> Path:
@@ -200,7 +200,7 @@ class _Session:
             paths = []
             for i, data in enumerate(datas):
                 p = self.workdir / f"compile_{fn}_{i}.npz"
-                np.savez(p, **data.inputs)
+                npz.save(p, data.inputs)
                 paths.append(str(p))
             d0 = datas[0]
             try:
@@ -245,15 +245,14 @@ class _Session:
     def _call(self, fn: str, data: CaseData, tag: str, timeout: float) -> dict:
         inp = self.workdir / f"{tag}_in.npz"
         out = self.workdir / f"{tag}_out.npz"
-        np.savez(inp, **data.inputs)
+        npz.save(inp, data.inputs)
         r = self.worker.request({"op": "call", "fn": fn, "in": str(inp), "out": str(out),
                                  "outputs": {k: [list(s), d] for k, (s, d) in data.outputs.items()},
                                  "call": data.call, "returns": data.returns,
                                  "scalars": data.scalars}, timeout)
         if r.get("ok"):
             try:
-                with np.load(out) as z:  # allow_pickle=False: data only
-                    r["arrays"] = {k: z[k] for k in z.files}
+                r["arrays"] = npz.load(out)  # allow_pickle=False: data only
             except Exception as exc:  # the worker's file, not ours: never trusted to be sane
                 r = {"ok": False, "error": f"its output could not be read back ({exc}): was "
                                            "the grading process tampered with?"}

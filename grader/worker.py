@@ -271,6 +271,7 @@ def main(argv: list[str]) -> int:
     import kernellab  # noqa: F401  first: thread settings before numpy/numba load
     from grader.labs import get_spec_class  # imports numpy, never numba
     from grader.spec import CaseData
+    from grader import npz
     from kernellab import codegen
 
     spec_cls = get_spec_class(lab_id)
@@ -335,8 +336,7 @@ def main(argv: list[str]) -> int:
 
                 t0 = time.perf_counter()
                 for path in req["in"]:
-                    with np.load(path) as z:
-                        arrays = {k: z[k] for k in z.files}
+                    arrays = npz.load(path)
                     for name, (shape, dtype) in req["outputs"].items():
                         arrays[name] = np.empty(tuple(shape), dtype=np.dtype(dtype))
                     scalars = req.get("scalars") or {}
@@ -345,8 +345,7 @@ def main(argv: list[str]) -> int:
                 _reply(fd_out, {"ok": True, "compiled": True, "seconds": time.perf_counter() - t0})
             elif op == "call":
                 fn = entry.get(req["fn"]) or ns[req["fn"]]
-                with np.load(req["in"]) as z:
-                    arrays = {k: z[k] for k in z.files}
+                arrays = npz.load(req["in"])
                 arrays.update(CaseData({}, {k: (tuple(s), d) for k, (s, d)
                                             in req["outputs"].items()}, []).allocate_outputs())
                 scalars = req.get("scalars") or {}
@@ -361,7 +360,7 @@ def main(argv: list[str]) -> int:
                 if wrong:
                     _reply(fd_out, {"ok": False, "error": wrong})
                     continue
-                np.savez(req["out"], **arrays)
+                npz.save(req["out"], arrays)
                 _reply(fd_out, {"ok": True, "seconds": dt_s, "info": info,
                                 "returned": None if ret is None else type(ret).__name__})
             elif op == "perf":
