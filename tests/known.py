@@ -34,6 +34,7 @@ MANIFEST = ROOT / "tests" / "known_verdicts.json"
 LABS = {
     "gemm-cpu": ("gemm_cpu", "01_gemm_cpu.ipynb"),
     "gemm-cuda": ("gemm_cuda", "02_gemm_cuda.ipynb"),
+    "gemm-tensor-core": ("gemm_tensor_core", "02b_gemm_tensor_core.ipynb"),
     "softmax-cuda": ("softmax_cuda", "03_softmax_cuda.ipynb"),
     "winograd": ("winograd", "04_winograd.ipynb"),
     "flash-attention": ("flash_attention", "05_flash_attention.ipynb"),
@@ -48,6 +49,7 @@ KINDS = ("wrong", "ok")
 OLD_LAYOUT = {
     "gemm-cpu": {"wrong": ["gemm_cpu"], "ok": ["gemm_cpu_ok"]},
     "gemm-cuda": {"wrong": ["gemm_cuda"], "ok": ["gemm_cuda_ok"]},
+    "gemm-tensor-core": {"wrong": [], "ok": []},
     "softmax-cuda": {"wrong": ["softmax_cuda", "softmax_cuda_adversarial"], "ok": []},
     "winograd": {"wrong": ["winograd"], "ok": []},
     "flash-attention": {"wrong": ["flash_attention"], "ok": ["flash_attention_ok"]},

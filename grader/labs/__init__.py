@@ -15,6 +15,7 @@ import importlib
 LABS = {
     "gemm-cpu": "grader.labs.gemm_cpu:GemmCPU",
     "gemm-cuda": "grader.labs.gemm_cuda:GemmCUDA",
+    "gemm-tensor-core": "grader.labs.gemm_tensor_core:GemmTensorCore",
     "softmax-cuda": "grader.labs.softmax_cuda:SoftmaxCUDA",
     "winograd": "grader.labs.winograd:Winograd",
     "flash-attention": "grader.labs.flash_attention:FlashAttention",

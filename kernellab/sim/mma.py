@@ -91,17 +91,15 @@ def unpack(regs, dtype) -> np.ndarray:
     return halves.view(np.dtype(dtype))
 
 
-def _fragments_to_matrices(a, b, dtype):
-    A = np.empty((16, 16), np.float64)
-    B = np.empty((16, 8), np.float64)
-    av = unpack(a, dtype).reshape(WARP, 8).astype(np.float64)
-    bv = unpack(b, dtype).reshape(WARP, 4).astype(np.float64)
-    for lane in range(WARP):
-        for i, (r, c) in enumerate(a_coords(lane)):
-            A[r, c] = av[lane, i]
-        for i, (k, n) in enumerate(b_coords(lane)):
-            B[k, n] = bv[lane, i]
-    return A, B
+def _index_tables():
+    lanes = range(WARP)
+    a = np.array([a_coords(ln) for ln in lanes])        # (32, 8, 2)
+    b = np.array([b_coords(ln) for ln in lanes])        # (32, 4, 2)
+    c = np.array([c_coords(ln) for ln in lanes])        # (32, 4, 2)
+    return a, b, c
+
+
+_A_IDX, _B_IDX, _C_IDX = _index_tables()
 
 
 def mma_m16n8k16(a, b, c, kind: str = "f16") -> np.ndarray:
@@ -111,19 +109,16 @@ def mma_m16n8k16(a, b, c, kind: str = "f16") -> np.ndarray:
     arithmetic gives it."""
     if kind not in KINDS:
         raise ValueError(f"mma kind {kind!r}: expected one of {sorted(KINDS)}")
-    A, B = _fragments_to_matrices(np.asarray(a), np.asarray(b), KINDS[kind])
-    cv = np.asarray(c, np.float32).astype(np.float64)
+    dt = KINDS[kind]
+    A = np.empty((16, 16), np.float64)
+    B = np.empty((16, 8), np.float64)
     C = np.empty((16, 8), np.float64)
-    for lane in range(WARP):
-        for i, (r, col) in enumerate(c_coords(lane)):
-            C[r, col] = cv[lane, i]
+    A[_A_IDX[..., 0], _A_IDX[..., 1]] = unpack(a, dt).reshape(WARP, 8).astype(np.float64)
+    B[_B_IDX[..., 0], _B_IDX[..., 1]] = unpack(b, dt).reshape(WARP, 4).astype(np.float64)
+    C[_C_IDX[..., 0], _C_IDX[..., 1]] = np.asarray(c, np.float32).astype(np.float64)
     with np.errstate(all="ignore"):
         D = (A @ B + C).astype(np.float32)
-    out = np.empty((WARP, 4), np.float32)
-    for lane in range(WARP):
-        for i, (r, col) in enumerate(c_coords(lane)):
-            out[lane, i] = D[r, col]
-    return out
+    return D[_C_IDX[..., 0], _C_IDX[..., 1]]
 
 
 def ldmatrix(rows, trans: bool = False) -> np.ndarray:

@@ -1,0 +1,106 @@
+"""Lab 2b ``gemm-tensor-core``, worker side: the timed calls of ``gemm(A, B, C)`` on float16
+device arrays.
+
+``measure_sim``: one call at M = N = K = ``plan["n"]`` captured with per-site counters, and
+chapter 2's v4 (FP32 SIMT register tiles) on the same values in float32, from the baseline
+cache. ``measure_gpu``: interleaved rounds of the submission and cupy.matmul in float16
+(cuBLAS) timed by CUDA events, each submission call checked right after it returns (Freivalds,
+:func:`grader.labs._gemm.probably_correct` on the float32 product of the same inputs). Both
+write the last call for the grader's re-check. Imported by the worker only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from grader.labs._cuda import launch_dict
+from grader.labs._cuda_worker import (DeviceTimedCalls, baseline_launches, captured_call,
+                                      save_recheck)
+from grader.labs._gemm import probably_correct
+
+
+def operands(rng, n: int):
+    """Fresh standard-normal A and B, (n, n) float16 each."""
+    return (rng.standard_normal((n, n), dtype=np.float32).astype(np.float16),
+            rng.standard_normal((n, n), dtype=np.float32).astype(np.float16))
+
+
+def _params(n: int) -> dict:
+    return {"M": n, "N": n, "K": n, "dtype": "float16"}
+
+
+def measure_sim(spec, namespace: dict, plan: dict, workdir: Path) -> dict:
+    from numba import cuda
+
+    from kernellab.kernels.gemm_cuda import gemm_v4
+
+    n = int(plan["n"])
+    A, B = operands(np.random.default_rng(), n)
+    dA, dB = cuda.to_device(A), cuda.to_device(B)
+    dC = cuda.to_device(np.full((n, n), np.nan, np.float32))
+    cap = captured_call(namespace["gemm"], (dA, dB, dC), "gemm(A, B, C)")
+    C = dC.copy_to_host()
+    recheck = save_recheck(workdir, _params(n), {"A": A, "B": B},
+                           {"A": dA.copy_to_host(), "B": dB.copy_to_host(), "C": C},
+                           ("A", "B"), ("C",))
+    A32, B32 = A.astype(np.float32), B.astype(np.float32)
+    simt = baseline_launches(
+        "gemm_v4", {"n": n}, gemm_v4,
+        lambda: (cuda.to_device(A32), cuda.to_device(B32),
+                 cuda.to_device(np.full((n, n), np.nan, np.float32))), sites=True)
+    return {
+        "tier": "sim", "profile": plan["profile"], "n": n,
+        "submission": [launch_dict(s) for s in cap.launches],
+        "simt": simt,
+        "setup": {"description": f"sim tier, float16 inputs, float32 C, M=N=K={n}, modelled "
+                                 f"on the {plan['profile']} profile from counted traffic and "
+                                 "MMAs (deterministic), device arrays"},
+        "recheck": recheck,
+    }
+
+
+def _cupy_matmul():
+    try:
+        import cupy as cp
+    except ImportError:
+        return None, "cupy not installed: no cuBLAS baseline"
+
+    def cublas(dA, dB, dC):
+        cp.matmul(cp.asarray(dA), cp.asarray(dB))       # float16 out, float32 accumulation
+    return cublas, "cupy.matmul (cuBLAS, float16)"
+
+
+def measure_gpu(spec, namespace: dict, plan: dict, workdir: Path, *, clock: str,
+                cublas=None) -> dict:
+    """``cublas`` (a ``f(dA, dB, dC)`` stand-in) lets tests run this path on the simulator."""
+    from kernellab import timing
+
+    n, rounds = int(plan["n"]), int(plan["rounds"])
+    note = "cupy.matmul (cuBLAS, float16)"
+    if cublas is None:
+        cublas, note = _cupy_matmul()
+    rng, check_rng = np.random.default_rng(), np.random.default_rng()
+    calls = DeviceTimedCalls(
+        ("A", "B"), ("C",),
+        lambda ins, outs: probably_correct(ins[0].astype(np.float32),
+                                           ins[1].astype(np.float32), outs[0], check_rng))
+    fns = {"submission": namespace["gemm"]}
+    if cublas is not None:
+        fns["cublas"] = cublas
+    g = timing.interleaved(
+        fns, baseline="submission", warmup=1, rounds=rounds, clock=clock, after=calls.after,
+        setup=calls.setup(lambda: operands(rng, n),
+                          lambda: (np.full((n, n), np.nan, np.float32),)))
+    t = {k: v.times for k, v in g.timings.items()}
+    flops = 2.0 * n ** 3
+    return {
+        "tier": "gpu", "n": n, "clock": clock,
+        "gflops": [flops / x / 1e9 for x in t["submission"]],
+        "gflops_cublas": [flops / x / 1e9 for x in t["cublas"]] if "cublas" in t else None,
+        "setup": {"description": f"gpu tier, float16 inputs, float32 C, M=N=K={n}, {rounds} "
+                                 f"interleaved rounds timed by {clock} clock; baseline {note}",
+                  "timings": g.to_dict()["timings"]},
+        "recheck": calls.save(workdir, _params(n)),
+    }

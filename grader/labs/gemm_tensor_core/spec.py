@@ -1,0 +1,262 @@
+"""Lab 2b ``gemm-tensor-core``, grader side: C (float32) = A @ B with A, B in FP16 or BF16 on
+tensor cores (``mma.m16n8k16``), in numba-cuda.
+
+Contract: ``gemm(A, B, C)``: A (M, K), B (K, N) of one dtype, float16 or bfloat16
+(``ml_dtypes.bfloat16``), C (M, N) float32, any M, N, K >= 1, float32 accumulation; numpy
+arrays in the cases, float16 device arrays when timed. Tiers ``sim`` and ``gpu``; the worker
+side is :mod:`.measure`, the reasoning behind every rule and threshold is README.md beside this
+file.
+
+* cases: the float64 product of the rounded inputs under :class:`kernellab.numerics.KAware`
+  with float32 accumulation; on ``sim`` the simulator's hazard checks (a shared tile read
+  before its ``cp.async`` group completed is a race) and the product computed by kernels.
+* sim rules (the SM's modelled time: each grid counted as filling the GPU, DRAM's compulsory
+  traffic left out, :func:`sm_seconds`): tensor-core utilisation >= ``MIN_UTILISATION``;
+  modelled speedup over chapter 2's best SIMT kernel (v4, FP32 cores) >= ``MIN_SPEEDUP``;
+  shared-memory bank-conflict degree <= ``MAX_CONFLICT``; global loads in flight across MMAs
+  >= ``MIN_OVERLAP``; a gate: the timed product computed by kernels.
+* gpu rules: share of cuBLAS's FP16 GEMM (cupy) >= ``MIN_VS_CUBLAS`` (provisional until
+  ``make gpu-check`` measures it); a gate: no faster than 1.5 x cuBLAS.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.labs._cuda import (
+    PROFILE, CudaLab, Gate, fmt_seconds, kernels_gate, modelled, shared_ideal, total_counters,
+    traffic_summary, unchecked_problem, with_costliest,
+)
+from grader.rules import Rule, median
+from grader.spec import Case, CaseData, OneOf, RuleResult, Whole
+from kernellab.numerics import KAware, compare
+from reference_kernels.gemm import gemm_abs_product, gemm_golden
+
+DTYPES = ("float16", "bfloat16")
+VISIBLE_SHAPES = [  # (M, N, K): tails in every dimension, K across several k-tiles
+    (1, 1, 1), (16, 8, 16), (17, 9, 33), (3, 130, 7), (65, 17, 24), (33, 65, 40),
+    (70, 66, 72), (64, 64, 64), (1, 200, 9),
+]
+VISIBLE_SEED = 20261206
+MAX_HIDDEN_MNK = 1 << 21
+
+PERF_N = 128
+MIN_UTILISATION = 0.25
+MIN_SPEEDUP = 4.0
+MAX_CONFLICT = 1.25
+MIN_OVERLAP = 0.5
+
+GPU_N = 4096
+GPU_ROUNDS = 5
+MIN_VS_CUBLAS = 0.2
+PLAUSIBLE_VS_CUBLAS = 1.5
+
+MMA_FLOPS = 4096
+
+
+def _dtype(name: str):
+    if name == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def sm_seconds(launches: list[dict], fp32_flops: float, profile: str = PROFILE) -> dict:
+    """The SM's modelled time of a sequence of launches: each launch's kernel time on the
+    profile with its grid counted as filling the GPU and its DRAM traffic left out (at the
+    graded size the compulsory traffic, the same for every correct kernel, would hide the SM's
+    work), ``fp32_flops`` charged at the FP32 peak (the product's FLOP not done by MMAs).
+    Returns {"seconds", "mma_s" (the MMAs alone at the tensor peak), "bound", "breakdown" (of
+    the longest launch)}."""
+    from kernellab.sim import model
+
+    p = model.get_profile(profile)
+    total, mma_s, worst = 0.0, 0.0, None
+    for launch in launches:
+        c = dict(launch["counters"])
+        blocks = max(int(c["blocks"]), 1)
+        c["blocks"] = max(blocks, p.sm_count)
+        c["threads"] = int(c.get("threads", 0)) // blocks * c["blocks"]
+        c["dram_read_bytes"] = c["dram_write_bytes"] = 0
+        mt = model.modelled_time(c, p)
+        total += mt.kernel_seconds
+        mma_s += int(c.get("mma_ops", 0)) * MMA_FLOPS / p.fp16_tensor_flops
+        if worst is None or mt.kernel_seconds > worst.kernel_seconds:
+            worst = mt
+    compute = fp32_flops / p.fp32_flops
+    bound = worst.kernel_bound if worst is not None else None
+    if compute > total:
+        total, bound = compute, "compute"
+    return {"seconds": total, "mma_s": mma_s, "bound": bound,
+            "breakdown": dict(worst.breakdown) if worst is not None else {}}
+
+
+def fp32_flops_left(launches: list[dict], n: int) -> float:
+    """The product's FLOP (2 n^3) not done by the launches' MMAs: charged at the FP32 peak."""
+    mmas = total_counters(launches)["mma_ops"]
+    return max(0.0, 2.0 * n ** 3 - MMA_FLOPS * mmas)
+
+
+def device_work_problem(launches: list[dict], M: int, N: int, K: int, isz: int = 2) -> str | None:
+    """None if the launches can have produced C = A @ B (at least one launch, every element of C
+    stored, every byte of A and B read); else what is missing, in plain words."""
+    if not launches:
+        return ("no kernel was launched: gemm must compute C in a CUDA kernel (this lab grades "
+                "the kernel, not host code)")
+    t = total_counters(launches)
+    stored = t["global_store_elements"] + t["atomics"]
+    if stored < M * N and t["global_store_bytes"] < 4 * M * N:
+        return (f"the kernels stored {t['global_store_bytes']} bytes to global memory, fewer "
+                f"than the {4 * M * N} of C: the rest was computed on the host")
+    need = isz * (M * K + K * N)
+    if t["dram_read_bytes"] < need:
+        return (f"the kernels read {t['dram_read_bytes']} bytes of global memory, fewer than "
+                f"the {need} of A and B: C must be computed on the device from A and B")
+    return None
+
+
+UTIL = Rule("tensor-core utilisation", ">=", MIN_UTILISATION, "", ("sim",),
+            "MMA time / the SM's modelled time; a SIMT kernel has none")
+SPEED = Rule("modelled speedup over chapter 2's v4 (SIMT)", ">=", MIN_SPEEDUP, "x", ("sim",),
+             "between a bank-conflicted ldmatrix kernel (2.4x) and a swizzled one (4.6x)")
+BANKS = Rule("shared-memory bank-conflict degree", "<=", MAX_CONFLICT, "x", ("sim",),
+             "wavefronts / conflict-free wavefronts; unswizzled 64- and 128-byte rows: 4-8x")
+OVERLAP = Rule("global loads in flight across MMAs", ">=", 100 * MIN_OVERLAP, "%", ("sim",),
+               "cp.async double buffering; synchronous tiles: 0%")
+WORK = Gate("the product was computed by kernels", ("sim",),
+            "every element of C stored and every byte of A and B read by kernels")
+GPU_SPEED = Rule("share of cuBLAS's FP16 GEMM", ">=", 100 * MIN_VS_CUBLAS, "%", ("gpu",),
+                 "provisional until make gpu-check measures the course's GPU")
+PLAUSIBLE = Rule("fastest timed call is plausible", "max<=",
+                 f"{PLAUSIBLE_VS_CUBLAS:g} x cuBLAS's fastest FP16 call", " GFLOP/s", ("gpu",),
+                 "faster than that means the timer was cheated")
+
+
+class GemmTensorCore(CudaLab):
+    lab_id = "gemm-tensor-core"
+    title = "Tensor-core GEMM in FP16/BF16 (numba-cuda, mma.sync)"
+    notebook = "02b_gemm_tensor_core.ipynb"
+    functions = {"gemm": ("A", "B", "C")}
+    banned_names = frozenset({"gemm_tc1", "gemm_tc2", "gemm_tc3", "gemm_tc4", "gemm_golden",
+                              "gemm_abs_product", "cupy", "cublas", "gemm_v4"})
+    case_timeout_s = 60.0
+    first_call_timeout_s = 120.0
+    perf_timeout_s = 300.0
+    params = {"M": Whole(), "N": Whole(), "K": Whole(), "dtype": OneOf(DTYPES, "float16")}
+    visible_seed = VISIBLE_SEED
+    random_count = 4
+    rules = (UTIL, SPEED, BANKS, OVERLAP, WORK, GPU_SPEED, PLAUSIBLE)
+
+    def visible_params(self) -> list[dict]:
+        return [{"M": m, "N": n, "K": k, "dtype": dt}
+                for dt in DTYPES for (m, n, k) in VISIBLE_SHAPES]
+
+    def case_name(self, p: dict) -> str:
+        return f"{p['dtype']} {p['M']}x{p['N']}x{p['K']}"
+
+    def case_limits(self, p: dict) -> str | None:
+        mnk = p["M"] * p["N"] * p["K"]
+        if mnk > MAX_HIDDEN_MNK:
+            return f"needs M*N*K <= {MAX_HIDDEN_MNK} (the simulator's cost), not {mnk}"
+        return None
+
+    def random_params(self, rng, i: int) -> dict:
+        m, n, k = (int(x) for x in rng.integers(1, 80, size=3))
+        return {"M": m, "N": n, "K": k, "dtype": DTYPES[i % 2]}
+
+    def case_arrays(self, case: Case) -> CaseData:
+        p = case.params
+        rng = np.random.default_rng(case.seed)
+        dt = _dtype(p["dtype"])
+        A = rng.standard_normal((p["M"], p["K"]), dtype=np.float32).astype(dt)
+        B = rng.standard_normal((p["K"], p["N"]), dtype=np.float32).astype(dt)
+        return CaseData(inputs={"A": A, "B": B},
+                        outputs={"C": ((p["M"], p["N"]), "float32")}, call=["A", "B", "C"])
+
+    def warmup_data(self):
+        return [("gemm", self.case_data(Case("warmup", {"M": 5, "N": 7, "K": 3,
+                                                        "dtype": "float16"}, seed=1)))]
+
+    def compare(self, case: Case, data: CaseData, outputs: dict):
+        A, B = data.inputs["A"], data.inputs["B"]
+        policy = KAware(K=A.shape[1], acc_dtype="float32", out_dtype="float32",
+                        abs_product=gemm_abs_product(A, B))
+        return compare(outputs["C"], gemm_golden(A, B), policy)
+
+    def check_call(self, case: Case, data: CaseData, info: dict | None) -> str | None:
+        if not info or info.get("tier") != "sim" or "launches" not in info:
+            return None
+        p = case.params
+        return (unchecked_problem(info["launches"], info.get("unchecked", ()))
+                or device_work_problem(info["launches"], p["M"], p["N"], p["K"]))
+
+    # --------------------------------------------------------------- performance
+    def perf_plan(self) -> dict:
+        if self.tier == "gpu":
+            return {"tier": "gpu", "n": GPU_N, "rounds": GPU_ROUNDS}
+        return {"tier": "sim", "n": PERF_N, "profile": PROFILE}
+
+    def measure(self, namespace: dict, plan: dict, workdir, *, clock: str = "cuda",
+                cublas=None) -> dict:
+        hooks = {} if plan["tier"] == "sim" else {"cublas": cublas}
+        return super().measure(namespace, plan, workdir, clock=clock, **hooks)
+
+    def planned(self, plan: dict) -> dict:
+        n = int(plan["n"])
+        return {"params": {"M": n, "N": n, "K": n, "dtype": "float16"},
+                "arrays": {"A": ((n, n), "float16"), "B": ((n, n), "float16"),
+                           "C": ((n, n), "float32")},
+                "what": f"M=N=K={n} float16"}
+
+    def rules_sim(self, m: dict) -> list[RuleResult]:
+        n = int(m["n"])
+        sub, simt = m["submission"], m["simt"]
+        work = unchecked_problem(sub) or device_work_problem(sub, n, n, n)
+        rules = []
+        if work is None:
+            ts = sm_seconds(sub, fp32_flops_left(sub, n), m["profile"])
+            tb = sm_seconds(simt, 2.0 * n ** 3, m["profile"])
+            t = total_counters(sub)
+            util = ts["mma_s"] / ts["seconds"] if ts["seconds"] else 0.0
+            rules.append(with_costliest(modelled(
+                UTIL, util,
+                f"{m['profile']} model, M=N=K={n} float16: {t['mma_ops']} mma.m16n8k16 = "
+                f"{fmt_seconds(ts['mma_s'])} at the FP16 tensor peak, of "
+                f"{fmt_seconds(ts['seconds'])} ({ts['bound']}-bound; each grid counted as "
+                "filling the GPU, DRAM left out)" + ("" if t["mma_ops"] else
+                                                     "; no MMA: a SIMT kernel")), sub))
+            rules.append(with_costliest(modelled(
+                SPEED, tb["seconds"] / ts["seconds"],
+                f"v4 (FP32 SIMT register tiles) {fmt_seconds(tb['seconds'])} "
+                f"({tb['bound']}-bound), yours {fmt_seconds(ts['seconds'])} ({ts['bound']}-bound; "
+                f"{traffic_summary(sub)})"), sub))
+            waves = t["shared_load_wavefronts"] + t["shared_store_wavefronts"]
+            ideal = shared_ideal(sub)
+            degree = waves / ideal if ideal else 1.0
+            rules.append(modelled(
+                BANKS, degree,
+                f"{waves} shared wavefronts for requests that need {ideal} without conflicts "
+                "(ldmatrix: 8 rows of 16 bytes a phase; swizzle each row's 16-byte chunks)"))
+            loads = t["global_load_bytes"]
+            ovl = t["cp_async_overlapped_bytes"] / loads if loads else 0.0
+            rules.append(modelled(
+                OVERLAP, 100 * ovl,
+                f"{t['cp_async_overlapped_bytes']} of {loads} global bytes loaded were cp.async "
+                f"copies completed after their warp issued an MMA ({t['cp_async_bytes']} bytes "
+                "by cp.async in all): copy tile k+1 while the MMAs of tile k run"))
+        rules.append(kernels_gate(WORK, work, sub))
+        return rules
+
+    def rules_gpu(self, m: dict) -> list[RuleResult]:
+        yours = median(m["gflops"])
+        cub = m.get("gflops_cublas")
+        parts = [f"M=N=K={m['n']} float16: yours {yours:.0f} GFLOP/s"]
+        rules = []
+        if cub:
+            parts.append(f"cupy.matmul (cuBLAS) {median(cub):.0f} GFLOP/s")
+            rules.append(GPU_SPEED.judge([100 * g / median(cub) for g in m["gflops"]],
+                                         "; ".join(parts)))
+            rules.append(PLAUSIBLE.judge(
+                m["gflops"], "faster than 1.5 x cuBLAS means the timer was cheated",
+                threshold=round(PLAUSIBLE_VS_CUBLAS * max(cub), 1)))
+        return rules
