@@ -79,6 +79,8 @@ PERFORMANCE = {
     ("npu-vector-add", "single_buffer"), ("npu-vector-add", "single_buffer_small_tile"),
     ("npu-vector-add", "one_core"), ("npu-matmul", "no_pingpong"), ("npu-matmul", "one_core"),
     ("flash-attention", "host_in_timed_call"), ("flash-attention", "scores_in_global"),
+    ("gemm-tensor-core", "unswizzled"), ("gemm-tensor-core", "synchronous_tiles"),
+    ("gemm-tensor-core", "simt_kernel"),
 }
 
 
@@ -111,6 +113,8 @@ FULL = {
                  "calls_libc_via_numba"},
     "gemm-cuda": {"race_no_second_sync", "no_bounds_check", "no_zero_fill", "stub", "host_loop",
                   "host_then_copy", "str_in_kernel"},
+    "gemm-tensor-core": {"read_before_wait", "missing_store_tail", "fragment_layout_swapped",
+                         "fp16_accumulation", "unswizzled"},
     "softmax-cuda": set(),  # its generic test shares its gradings with the detail tests
     "winograd": {"sign_error_g", "fp16_transforms", "partial_tiles_dropped",
                  "filter_cache_by_shape"},
