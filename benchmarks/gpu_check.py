@@ -7,11 +7,12 @@ What it does, in well under five minutes on a current GPU:
 
 1. the tier is ``gpu`` (the driver probe and numba-cuda agree); the device, its nominal FP32
    peak (:func:`kernellab.machine.gpu_info`) and the versions;
-2. every GPU lab's solution (``gemm-cuda``, ``softmax-cuda``, ``flash-attention``:
-   ``solutions/NN_*.ipynb``) in this process: all visible cases against the float64 reference,
-   then the lab's own gpu-tier performance measurement and rules (CUDA events, interleaved with
-   its baselines: the naive kernel and cupy.matmul; the three-pass softmax and a device copy;
-   chapter 5's materialised attention and a device copy); then the real grader
+2. every GPU lab's solution (``gemm-cuda``, ``gemm-tensor-core``, ``softmax-cuda``,
+   ``flash-attention``: ``solutions/NN_*.ipynb``) in this process: all visible cases against
+   the float64 reference, then the lab's own gpu-tier performance measurement and rules (CUDA
+   events, interleaved with its baselines: the naive kernel and cupy.matmul; cupy.matmul in
+   float16; the three-pass softmax and a device copy; chapter 5's materialised attention and a
+   device copy); then the real grader
    (``grader.runner.grade``: sandboxed worker, gpu tier), whose verdict must be PASS;
 3. chapter 2's ladder v1..v4 and the lab solution against cupy.matmul (cuBLAS) at
    M = N = K = ``LADDER_N``, by the ladder's own main (:func:`kernellab.kernels._ladder.run`,
@@ -56,6 +57,7 @@ BUDGET_S = 300.0
 REDUCE_N = 1 << 26          # 256 MB of float32: far beyond any L2
 #: --simulate: the gpu-tier measurement of each lab on tiny sizes
 SIM_PLANS = {"gemm-cuda": {"tier": "gpu", "n": 32, "rounds": 2},
+             "gemm-tensor-core": {"tier": "gpu", "n": 32, "rounds": 2},
              "softmax-cuda": {"tier": "gpu", "M": 3, "N": 40, "rounds": 2},
              "flash-attention": {"tier": "gpu", "B": 1, "H": 2, "N": 9, "d": 32,
                                  "dtype": "float16", "causal": False, "rounds": 2}}
@@ -102,7 +104,7 @@ def _numpy_matmul(dA, dB, dC):
     """--simulate: a numpy stand-in for cuBLAS in the labs' gpu-tier measurement."""
     import numpy as np
 
-    dC.copy_to_device(np.matmul(dA.copy_to_host(), dB.copy_to_host()))
+    dC.copy_to_device(np.matmul(dA.copy_to_host(), dB.copy_to_host()).astype(dC.dtype))
 
 
 def check_lab(spec, solution: Path, *, simulate: bool, tmp: Path, say) -> dict:

@@ -47,8 +47,9 @@ def test_simulated_run_covers_the_labs_and_the_ladder(tmp_path):
     d = json.loads(out.read_text())
     assert d["simulated"] is True and d["passed"] is True
     labs = {x["lab"]: x for x in d["labs"]}
-    assert list(labs) == ["gemm-cuda", "softmax-cuda", "flash-attention"]
+    assert list(labs) == ["gemm-cuda", "gemm-tensor-core", "softmax-cuda", "flash-attention"]
     first_rule = {"gemm-cuda": "measured speedup over the naive kernel",
+                  "gemm-tensor-core": "share of cuBLAS's FP16 GEMM",
                   "softmax-cuda": "bandwidth vs a device copy",
                   "flash-attention": "speedup over the materialised attention"}
     for name, labrep in labs.items():
@@ -98,11 +99,14 @@ from kernellab import machine, numerics, timing, threads
 from kernellab.kernels import gemm_cuda, softmax_cuda, reduce_cuda, attention_cuda
 from grader.labs._cuda import CudaLab
 cuda_specs = [s for s in all_specs() if isinstance(s, CudaLab)]
-assert [s.lab_id for s in cuda_specs] == ["gemm-cuda", "softmax-cuda", "flash-attention"]
+assert [s.lab_id for s in cuda_specs] == ["gemm-cuda", "gemm-tensor-core", "softmax-cuda",
+                                          "flash-attention"]
 assert all(s.tier == "gpu" and s.perf_plan()["tier"] == "gpu" for s in cuda_specs)
 threads.status()
 mod = gc.load_solution(gc.ROOT / "solutions" / "02_gemm_cuda.ipynb")
 assert callable(mod.gemm)
+mod2b = gc.load_solution(gc.ROOT / "solutions" / "02b_gemm_tensor_core.ipynb")
+assert callable(mod2b.gemm)
 mod3 = gc.load_solution(gc.ROOT / "solutions" / "03_softmax_cuda.ipynb")
 assert callable(mod3.row_sum) and callable(mod3.softmax)
 mod5 = gc.load_solution(gc.ROOT / "solutions" / "05_flash_attention.ipynb")
