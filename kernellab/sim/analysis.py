@@ -23,6 +23,7 @@ from numba.cuda.np import numpy_support as _npsupport
 from kernellab.sim import arrays as _a
 from kernellab.sim import content_digest
 from kernellab.sim import racecheck as _racecheck
+from kernellab.sim import wide as _wide
 from kernellab.sim.arrays import (
     AID_SHIFT, ATOMIC_BIT, CTX_SHIFT, OFF_BITS, OFF_MASK, SITE_MASK, W_SHIFT, WRITE_BIT,
     _STORE_BITS, SimArray, _codes, _ctx_ids, _ctxs, _idx_str, _join, _listeners, _new_log, _Root,
@@ -128,14 +129,8 @@ class _Launch(_Explain):
         self.blin = blin
         self.shared_roots = {}
         self.block_roots = []
-        # shared arrays' ids are reused block to block; global alias roots (vector accesses,
-        # :meth:`wide_root`) stay, renumbered after the arguments
-        self.roots = list(self.groots) + [r for r in self.roots
-                                          if r.alias is not None and r.space == "g"]
-        for i, r in enumerate(self.roots):
-            if r.aid != i:
-                r.aid = i
-                r.key = i << AID_SHIFT
+        # shared arrays' ids are reused block to block; global aliases stay (renumbered)
+        self.roots = _wide.global_roots(self.groots, self.roots)
         self.epoch = 0
         self.bar_sites = []
         self.warp_mma = {}
@@ -258,43 +253,7 @@ class _Launch(_Explain):
         return root.wrapper
 
     def wide_root(self, root, width):
-        """The alias of allocation ``root`` whose elements are ``width``-byte accesses (a
-        vector load or store, ``ldmatrix``, ``cp.async``): one log entry an access, so that
-        requests, sectors and bank phases are those of the access's width; the race,
-        uninitialised-read and DRAM bookkeeping see the allocation's own elements
-        (:meth:`analyse` expands each entry)."""
-        if root.wide is None:
-            root.wide = {}
-        got = root.wide.get(width)
-        if got is None:
-            ratio = width // root.itemsize
-            got = _Root(f"{root.name} ({width}-byte)", root.space, root.arr, root.base,
-                        len(self.roots))
-            got.itemsize = width
-            got.elems = root.elems // ratio
-            got.alias = (root, ratio)
-            self.roots.append(got)
-            root.wide[width] = got
-            self.has_wide = True
-        return got
-
-    def _expand(self, key, cols):
-        """Each alias-root entry of ``key`` as the allocation's elements it covers: (key, the
-        other columns repeated alike); unchanged when the log has no alias entry."""
-        ratio = np.array([r.alias[1] if r.alias is not None else 1 for r in self.roots],
-                         np.int64)
-        aid = key >> AID_SHIFT
-        rep = ratio[aid]
-        if (rep == 1).all():
-            return key, cols
-        base_aid = np.array([r.alias[0].aid if r.alias is not None else r.aid
-                             for r in self.roots], np.int64)[aid]
-        flags = key & (WRITE_BIT | ATOMIC_BIT)
-        first = (key & OFF_MASK) * rep
-        k2 = np.repeat((base_aid << AID_SHIFT) | flags | first, rep)
-        starts = np.repeat(np.cumsum(rep) - rep, rep)
-        k2 = k2 + (np.arange(len(k2)) - starts)
-        return k2, [None if c is None else np.repeat(c, rep) for c in cols]
+        return _wide.wide_root(self, root, width)
 
     # -- access logs. A thread's log is closed into a segment at each barrier, __syncwarp,
     # forced switch and exit; segments are analysed in bulk by flush(), at the end of a block
@@ -404,7 +363,7 @@ class _Launch(_Explain):
             self.shared_rows = None
             xk = None
             if self.has_wide:
-                xk, xcols = self._expand(k, [t, b, i, w, st, e, cx])
+                xk, xcols = _wide.expand(self.roots, k, [t, b, i, w, st, e, cx])
             self._count(k, t, b, i, st, xkey=xk)
             if xk is not None:
                 k, (t, b, i, w, st, e, cx) = xk, xcols
