@@ -23,7 +23,14 @@ What it does, in well under five minutes on a current GPU:
    speedup over v1, % of cuBLAS, % of the FP32 peak;
 4. chapter 3's reduction ladder v1..v7 on ``REDUCE_N`` float32
    (:func:`kernellab.kernels.reduce_cuda.measure_gpu`): GB/s of each version against a
-   device-to-device copy of the same bytes, every result checked against its error bound.
+   device-to-device copy of the same bytes, every result checked against its error bound;
+5. the sm_80 instructions of :mod:`kernellab.cuda_ext` (:func:`check_sm80`, a few seconds):
+   one-warp kernels write each lane's ``ldmatrix`` registers (every width, with and without
+   ``.trans``), ``mma.m16n8k16`` results (f16 and bf16, from registers packed by the ISA's
+   fragment tables) and ``cp.async`` copies (4/8/16 bytes, zero fill, groups) to global memory,
+   compared with :mod:`kernellab.sim.mma`'s evaluation -- the fragment layouts the hardware uses
+   against the ones the simulator takes from the PTX ISA -- plus a ``cp.async`` -> ``ldmatrix``
+   -> ``mma`` tile against the float64 product. Skipped below compute capability 8.0.
 
 It prints a table and the same figures as JSON (also written to ``--json``, default
 ``benchmarks/results/gpu_check.json``). Exit status 0 when every check passes, 1 when one fails;
@@ -32,7 +39,9 @@ without a usable GPU it says so and exits 0 (nothing to check).
 ``--simulate`` runs the same code on the ``sim`` tier with tiny sizes and each lab's smallest
 visible cases (the labs' measurements with a wall clock and a numpy stand-in for cuBLAS, the
 ladder modelled, without a cuBLAS row): the test suite's check of this script on machines
-without a GPU (its figures mean nothing).
+without a GPU (its figures mean nothing; the sm_80 step's kernels run on the simulator's own
+evaluation of the instructions, so there it checks only that they compile for sm_80 and this
+script's code path).
 """
 
 from __future__ import annotations
@@ -64,6 +73,11 @@ SIM_PLANS = {"gemm-cuda": {"tier": "gpu", "n": 32, "rounds": 2},
 #: --simulate: only the visible cases whose inputs hold at most this many elements (the run
 #: checks this script's code path; every case is graded on the sim tier by the test suite)
 SIM_CASE_ELEMENTS = 1 << 12
+#: sm_80 step: |D - reference| <= MMA_RTOL x (sum |a b| + |c|) for each element of D. The PTX
+#: ISA leaves the order and internal precision of the tensor cores' float32 sum open (the
+#: simulator rounds once); float32 summation of the 17 terms in any order, even truncating,
+#: stays within 16 x 2^-23 = 2^-19 of that sum, and a misplaced element is off by O(1)
+MMA_RTOL = 2.0 ** -17
 
 
 def _versions() -> dict:
@@ -234,6 +248,281 @@ def render_ladder(lad: dict) -> str:
     return "\n".join(lines)
 
 
+def _sm80_kernels():
+    """The one-warp kernels of the sm_80 step (compiled on first launch)."""
+    import numpy as np
+    from numba import cuda
+
+    @cuda.jit
+    def k_ldmatrix(T, perm, out):
+        # lane l gives the address of row perm[l] of a (32, 8) tile of 16-bit elements
+        s = cuda.shared.array((32, 8), np.uint16)
+        ln = cuda.laneid
+        for j in range(8):
+            s[ln, j] = T[ln, j]
+        cuda.syncthreads()
+        r = perm[ln]
+        out[ln, 0] = cuda.ldmatrix_x1(s, (r, 0))
+        out[ln, 1] = cuda.ldmatrix_x1_trans(s, (r, 0))
+        v = cuda.ldmatrix_x2(s, (r, 0))
+        out[ln, 2] = v[0]
+        out[ln, 3] = v[1]
+        v = cuda.ldmatrix_x2_trans(s, (r, 0))
+        out[ln, 4] = v[0]
+        out[ln, 5] = v[1]
+        w = cuda.ldmatrix_x4(s, (r, 0))
+        wt = cuda.ldmatrix_x4_trans(s, (r, 0))
+        for j in range(4):
+            out[ln, 6 + j] = w[j]
+            out[ln, 10 + j] = wt[j]
+
+    @cuda.jit
+    def k_mma(a16, b16, abf, bbf, c, d16, dbf):
+        # each lane's registers as given (packed on the host by the ISA's fragment tables)
+        ln = cuda.laneid
+        cc = (c[ln, 0], c[ln, 1], c[ln, 2], c[ln, 3])
+        d = cuda.mma_m16n8k16_f16((a16[ln, 0], a16[ln, 1], a16[ln, 2], a16[ln, 3]),
+                                  (b16[ln, 0], b16[ln, 1]), cc)
+        e = cuda.mma_m16n8k16_bf16((abf[ln, 0], abf[ln, 1], abf[ln, 2], abf[ln, 3]),
+                                   (bbf[ln, 0], bbf[ln, 1]), cc)
+        for j in range(4):
+            d16[ln, j] = d[j]
+            dbf[ln, j] = e[j]
+
+    @cuda.jit
+    def k_tile(A, B, C, D):
+        # A (2, 16, 16), B (2, 16, 8): the f16 and the bf16 operands' bits; C (16, 8);
+        # D (2, 16, 8) = A @ B + C through cp.async, ldmatrix and mma, as a GEMM tile does
+        sA = cuda.shared.array((2, 16, 16), np.uint16)
+        sB = cuda.shared.array((2, 16, 8), np.uint16)
+        ln = cuda.laneid
+        for m in range(2):
+            cuda.cp_async(sA, (m, ln // 2, (ln % 2) * 8), A, (m, ln // 2, (ln % 2) * 8), 16)
+            if ln < 16:
+                cuda.cp_async(sB, (m, ln, 0), B, (m, ln, 0), 16)
+        cuda.cp_async_commit_group()
+        cuda.cp_async_wait_group(0)
+        cuda.syncthreads()
+        g = ln >> 2
+        t = ln % 4
+        c = (C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1])
+        for m in range(2):
+            a = cuda.ldmatrix_x4(sA[m], (ln % 16, (ln // 16) * 8))
+            b = cuda.ldmatrix_x2_trans(sB[m], (ln % 16, 0))
+            if m == 0:
+                d = cuda.mma_m16n8k16_f16(a, b, c)
+            else:
+                d = cuda.mma_m16n8k16_bf16(a, b, c)
+            D[m, g, 2 * t] = d[0]
+            D[m, g, 2 * t + 1] = d[1]
+            D[m, g + 8, 2 * t] = d[2]
+            D[m, g + 8, 2 * t + 1] = d[3]
+
+    @cuda.jit
+    def k_cp_async(src, flat, nb, out):
+        # three groups: 16-byte copies; zero-filled 16-byte and 8-byte copies; 4-byte copies.
+        # Each lane reads another lane's data once its own wait and a barrier have passed.
+        s1 = cuda.shared.array((32, 4), np.uint32)
+        s2 = cuda.shared.array((32, 4), np.uint32)
+        s3 = cuda.shared.array(64, np.uint32)
+        s4 = cuda.shared.array(32, np.uint32)
+        ln = cuda.laneid
+        cuda.cp_async(s1, (ln, 0), src, (ln, 0), 16)
+        cuda.cp_async_commit_group()
+        cuda.cp_async_zfill(s2, (ln, 0), src, (32 + ln, 0), 16, nb[ln])
+        cuda.cp_async(s3, 2 * ln, flat, 2 * ln, 8)
+        cuda.cp_async_commit_group()
+        cuda.cp_async(s4, ln, flat, 64 + ln, 4)
+        cuda.cp_async_commit_group()
+        cuda.cp_async_wait_group(2)         # the first group has landed
+        cuda.syncthreads()
+        o = 31 - ln
+        cuda.st_v4(out, (ln, 0), cuda.ld_v4(s1, (o, 0)))
+        cuda.cp_async_wait_group(0)
+        cuda.syncthreads()
+        cuda.st_v4(out, (ln, 4), cuda.ld_v4(s2, (o, 0)))
+        cuda.st_v2(out, (ln, 8), cuda.ld_v2(s3, 2 * o))
+        out[ln, 10] = s4[o]
+
+    return k_ldmatrix, k_mma, k_tile, k_cp_async
+
+
+def _bf16_bits(x):
+    """float32 -> bfloat16 bits (round to nearest even; numpy only)."""
+    import numpy as np
+
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _decode(bits, kind):
+    """16-bit element bits of ``kind`` ("f16", "bf16") as float64."""
+    import numpy as np
+
+    bits = np.asarray(bits, np.uint16)
+    if kind == "f16":
+        return bits.view(np.float16).astype(np.float64)
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def _mma_reference(a, b, c, kind):
+    """D of one warp's ``mma.m16n8k16`` by :func:`kernellab.sim.mma.mma_m16n8k16`; without
+    ml_dtypes (bf16 not in ``mma.KINDS``) the same evaluation over the same layouts, decoded
+    here."""
+    import numpy as np
+    from kernellab.sim import mma
+
+    if kind in mma.KINDS:
+        return mma.mma_m16n8k16(a, b, c, kind)
+    A = np.empty((16, 16))
+    B = np.empty((16, 8))
+    C = np.empty((16, 8))
+    for ln in range(32):
+        av = _decode(mma.unpack(a[ln], np.uint16).reshape(-1), kind)
+        bv = _decode(mma.unpack(b[ln], np.uint16).reshape(-1), kind)
+        for i, rc in enumerate(mma.a_coords(ln)):
+            A[rc] = av[i]
+        for i, kn in enumerate(mma.b_coords(ln)):
+            B[kn] = bv[i]
+        for i, rc in enumerate(mma.c_coords(ln)):
+            C[rc] = c[ln, i]
+    D = (A @ B + C).astype(np.float32)
+    return np.array([[D[rc] for rc in mma.c_coords(ln)] for ln in range(32)], np.float32)
+
+
+def check_sm80(*, cc=None, say) -> dict:
+    """Step 5: the sm_80 instructions on this device against :mod:`kernellab.sim.mma` (module
+    docstring). ``cc``: the device's compute capability (None: not known, run anyway)."""
+    import numpy as np
+    from numba import cuda
+
+    from kernellab.sim import mma
+
+    if cc is not None and tuple(cc) < (8, 0):
+        why = (f"compute capability {cc[0]}.{cc[1]}: mma.m16n8k16 and cp.async need 8.0 or "
+               "later")
+        say(f"  skipped: {why}")
+        return {"skipped": why, "passed": True}
+    t0 = time.perf_counter()
+    k_ldmatrix, k_mma, k_tile, k_cp_async = _sm80_kernels()
+    rng = np.random.default_rng(80)
+    checks = []
+
+    def record(name, ok, detail):
+        checks.append({"name": name, "ok": bool(ok), "detail": detail})
+        say(f"  {'pass' if ok else 'FAIL'}  {name}: {detail}")
+
+    def run(name, fn):
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - a failed check, reported in one line
+            record(name, False, f"{type(exc).__name__}: {str(exc)[:300]}")
+
+    def host(*arrays):
+        return [cuda.to_device(np.ascontiguousarray(x)) for x in arrays]
+
+    def bits(x, kind):
+        return np.asarray(x, np.float16).view(np.uint16) if kind == "f16" else _bf16_bits(x)
+
+    def within(D, A, B, C, ref):
+        """D (16 x 8) against ref: the worst error in units of the tolerance."""
+        bound = MMA_RTOL * (np.abs(A) @ np.abs(B) + np.abs(C)) + 1e-30
+        return float(np.max(np.abs(np.asarray(D, np.float64) - ref) / bound))
+
+    def ldmatrix_step():
+        T = rng.integers(0, 1 << 16, (32, 8), dtype=np.uint16)
+        perm = rng.permutation(32).astype(np.int32)
+        dT, dp, dout = host(T, perm, np.zeros((32, 14), np.uint32))
+        k_ldmatrix[1, 32](dT, dp, dout)
+        out = dout.copy_to_host()
+        rows = T[perm]          # matrix j, row r: the row lane 8 j + r pointed at
+        bad = []
+        for name, col, n, trans in (("x1", 0, 1, False), ("x1.trans", 1, 1, True),
+                                    ("x2", 2, 2, False), ("x2.trans", 4, 2, True),
+                                    ("x4", 6, 4, False), ("x4.trans", 10, 4, True)):
+            want = mma.ldmatrix(rows[:8 * n], trans)
+            wrong = int((out[:, col:col + n] != want).sum())
+            if wrong:
+                bad.append(f"{name}: {wrong} of {32 * n} registers differ")
+        record("ldmatrix x1/x2/x4, .trans", not bad,
+               "; ".join(bad) or "every lane's registers as the ISA's ldmatrix table gives")
+
+    def mma_step():
+        regs = {}
+        mats = {}
+        C = rng.standard_normal((16, 8)).astype(np.float32)
+        c = np.array([[C[rc] for rc in mma.c_coords(ln)] for ln in range(32)], np.float32)
+        for kind in ("f16", "bf16"):
+            Ab = bits(rng.standard_normal((16, 16)), kind)
+            Bb = bits(rng.standard_normal((16, 8)), kind)
+            a = np.array([[mma.pack(Ab[mma.a_coords(ln)[2 * i]], Ab[mma.a_coords(ln)[2 * i + 1]])
+                           for i in range(4)] for ln in range(32)], np.uint32)
+            b = np.array([[mma.pack(Bb[mma.b_coords(ln)[2 * i]], Bb[mma.b_coords(ln)[2 * i + 1]])
+                           for i in range(2)] for ln in range(32)], np.uint32)
+            regs[kind] = (a, b)
+            mats[kind] = (_decode(Ab, kind), _decode(Bb, kind))
+        dev = host(*regs["f16"], *regs["bf16"], c, np.zeros((32, 4), np.float32),
+                   np.zeros((32, 4), np.float32))
+        k_mma[1, 32](*dev)
+        for kind, dout in (("f16", dev[5]), ("bf16", dev[6])):
+            got = dout.copy_to_host()
+            want = _mma_reference(*regs[kind], c, kind)
+            A, B = mats[kind]
+            # the error bound, in D's lane layout
+            bound = MMA_RTOL * (np.abs(A) @ np.abs(B) + np.abs(C))
+            lb = np.array([[bound[rc] for rc in mma.c_coords(ln)] for ln in range(32)])
+            worst = float(np.max(np.abs(got.astype(np.float64) - want) / (lb + 1e-30)))
+            record(f"mma.m16n8k16 {kind} fragments", worst <= 1.0,
+                   f"|D - kernellab.sim.mma| at most {worst:.3g} x the tolerance "
+                   f"({MMA_RTOL:.3g} x sum |a b| + |c|)")
+
+    def tile_step():
+        C = rng.standard_normal((16, 8)).astype(np.float32)
+        A = np.empty((2, 16, 16), np.uint16)
+        B = np.empty((2, 16, 8), np.uint16)
+        for m, kind in enumerate(("f16", "bf16")):
+            A[m] = bits(rng.standard_normal((16, 16)), kind)
+            B[m] = bits(rng.standard_normal((16, 8)), kind)
+        dA, dB, dC, dD = host(A, B, C, np.full((2, 16, 8), np.nan, np.float32))
+        k_tile[1, 32](dA, dB, dC, dD)
+        D = dD.copy_to_host()
+        for m, kind in enumerate(("f16", "bf16")):
+            Af, Bf = _decode(A[m], kind), _decode(B[m], kind)
+            worst = within(D[m], Af, Bf, C, Af @ Bf + C)
+            record(f"cp.async + ldmatrix + mma {kind} tile", worst <= 1.0,
+                   f"|D - (A @ B + C)| at most {worst:.3g} x the tolerance (float64 product)")
+
+    def cp_async_step():
+        src = rng.integers(0, 1 << 32, (64, 4), dtype=np.uint32)
+        flat = rng.integers(0, 1 << 32, 96, dtype=np.uint32)
+        nb = np.array([4 * (ln % 5) for ln in range(32)], np.int32)   # 0 .. 16 bytes
+        dsrc, dflat, dnb, dout = host(src, flat, nb, np.zeros((32, 12), np.uint32))
+        k_cp_async[1, 32](dsrc, dflat, dnb, dout)
+        out = dout.copy_to_host()
+        want = np.zeros((32, 12), np.uint32)
+        for ln in range(32):
+            o = 31 - ln
+            want[ln, 0:4] = src[o]
+            want[ln, 4:4 + nb[o] // 4] = src[32 + o, :nb[o] // 4]
+            want[ln, 8:10] = flat[2 * o:2 * o + 2]
+            want[ln, 10] = flat[64 + o]
+        wrong = int((out != want).sum())
+        record("cp.async 4/8/16 B, zfill, groups; ld/st.v2/v4", wrong == 0,
+               f"{wrong} of {want.size} words differ" if wrong else
+               "every copied and zero-filled word where it belongs")
+
+    run("ldmatrix x1/x2/x4, .trans", ldmatrix_step)
+    run("mma.m16n8k16 fragments", mma_step)
+    run("cp.async + ldmatrix + mma tile", tile_step)
+    run("cp.async 4/8/16 B, zfill, groups; ld/st.v2/v4", cp_async_step)
+    seconds = round(time.perf_counter() - t0, 2)
+    passed = bool(checks) and all(c["ok"] for c in checks)
+    say(f"  {sum(c['ok'] for c in checks)}/{len(checks)} checks pass ({seconds} s)")
+    return {"passed": passed, "checks": checks, "seconds": seconds,
+            "reference": "kernellab.sim.mma (the PTX ISA's fragment tables)",
+            "mma_rtol": MMA_RTOL}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "gpu_check.json"),
@@ -326,6 +615,16 @@ def main(argv=None) -> int:
             say(f"  FAIL: {red['error']}")
             ok = False
     report["reduction_ladder"] = red
+
+    say("\nsm_80 instructions (mma, ldmatrix, cp.async) vs kernellab.sim.mma:")
+    try:
+        gpu = report.get("gpu")
+        sm80 = check_sm80(cc=gpu["cc"] if gpu else None, say=say)
+    except Exception as exc:  # noqa: BLE001 - a failed check, reported in one line
+        sm80 = {"passed": False, "error": f"{type(exc).__name__}: {exc}"}
+        say(f"  FAIL: {sm80['error']}")
+    ok &= sm80["passed"]
+    report["sm80"] = sm80
     report["seconds"] = round(time.perf_counter() - t_start, 1)
     report["passed"] = bool(ok)
     if report["seconds"] > BUDGET_S:

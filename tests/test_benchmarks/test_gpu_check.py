@@ -67,6 +67,17 @@ def test_simulated_run_covers_the_labs_and_the_ladder(tmp_path):
     assert lad["passed"] is True and lad["clock"] == "model a100"
     assert lad["checked"] == ["M=N=K=32", "M=N=K=1", "M=33 N=17 K=20"]
     assert all(row["ok"] and row["median_s"] > 0 and row["gflops"] > 0 for row in lad["rows"])
+    # the sm_80 step: on the simulator the same kernels, against kernellab.sim.mma
+    assert "sm_80 instructions (mma, ldmatrix, cp.async) vs kernellab.sim.mma:" in r.stdout
+    sm80 = d["sm80"]
+    assert sm80["passed"] is True, sm80
+    names = [c["name"] for c in sm80["checks"]]
+    assert names == ["ldmatrix x1/x2/x4, .trans", "mma.m16n8k16 f16 fragments",
+                     "mma.m16n8k16 bf16 fragments", "cp.async + ldmatrix + mma f16 tile",
+                     "cp.async + ldmatrix + mma bf16 tile",
+                     "cp.async 4/8/16 B, zfill, groups; ld/st.v2/v4"]
+    assert all(c["ok"] for c in sm80["checks"])
+    assert all(f"pass  {name}" in r.stdout for name in names)
 
 
 BLOCKER = r"""
@@ -112,6 +123,13 @@ assert callable(mod3.row_sum) and callable(mod3.softmax)
 mod5 = gc.load_solution(gc.ROOT / "solutions" / "05_flash_attention.ipynb")
 assert callable(mod5.flash_attention)
 assert callable(reduce_cuda.measure_gpu)
+import numba.cuda
+from kernellab import cuda_ext
+cuda_ext.install()   # what `import kernellab` arms on a real gpu tier (here the tier is pretend)
+assert callable(numba.cuda.mma_m16n8k16_bf16)
+assert len(gc._sm80_kernels()) == 4
+from kernellab.sim import mma
+assert "bf16" not in mma.KINDS   # ml_dtypes blocked: check_sm80 decodes bf16 itself
 from numba.cuda.core import config
 assert not config.ENABLE_CUDASIM
 leaked = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
