@@ -388,6 +388,35 @@ def test_cp_async_destination_read_before_the_wait_is_a_race_and_the_twin_passes
 
 
 @cuda.jit
+def k_ldmatrix_in_flight(A, out):
+    s = cuda.shared.array((16, 16), np.uint16)
+    ln = cuda.laneid
+    cuda.cp_async(s, (ln // 2, (ln % 2) * 8), A, (ln // 2, (ln % 2) * 8), 16)
+    cuda.cp_async_commit_group()
+    cuda.syncthreads()
+    v = cuda.ldmatrix_x4(s, (ln % 16, (ln // 16) * 8))      # the copies may not have landed
+    out[ln] = v[0]
+    cuda.cp_async_wait_all()
+
+
+@cuda.jit
+def k_store_in_flight(A, out):
+    s = cuda.shared.array(32, np.uint32)
+    ln = cuda.laneid
+    cuda.cp_async(s, ln, A, ln, 4)
+    s[ln] = 0                                # overwritten by the copy whenever it lands
+    cuda.cp_async_wait_all()
+
+
+@needs_sim
+def test_ldmatrix_or_store_while_the_copy_is_in_flight_is_a_race():
+    with pytest.raises(RaceError, match="cp.async"):
+        run(k_ldmatrix_in_flight, 1, 32, np.zeros((16, 16), np.uint16), np.zeros(32, np.uint32))
+    with pytest.raises(RaceError, match="write to shared s"):
+        run(k_store_in_flight, 1, 32, np.zeros(32, np.uint32), np.zeros(32, np.uint32))
+
+
+@cuda.jit
 def k_zfill(A, src_bytes, out):
     s = cuda.shared.array((32, 4), np.uint32)
     ln = cuda.laneid
