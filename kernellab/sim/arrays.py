@@ -102,7 +102,7 @@ class _Root:
     __slots__ = ("name", "space", "arr", "flat", "itemsize", "base", "aid", "key", "elems",
                  "wowner", "rowner", "dram_r", "dram_w", "written", "shape", "first",
                  "nload", "nstore", "natomic", "digest0", "stored", "dram_a", "wide", "alias",
-                 "wrapper", "pending", "npending")
+                 "wrapper", "pending", "npending", "views")
 
     def __init__(self, name, space, arr, base, aid):
         self.name = name
@@ -131,6 +131,7 @@ class _Root:
         self.wrapper = None     # shared: the SimArray the block's threads index
         self.pending = None     # shared: cp.async copies not yet waited for, per element
         self.npending = 0
+        self.views = None       # shared: the views (slices) of it the block's threads made
 
 
 # A log entry is one int: (array id << 37) | (is_write << 36) | (is_atomic << 35) | element
@@ -335,7 +336,15 @@ class SimArray:
         base = self._root.arr
         isz = base.itemsize
         off0 = (sub.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // isz
-        return _wrap(sub, self._root, off0)
+        v = _wrap(sub, self._root, off0)
+        root = self._root
+        if root.space == "s":       # views of a shared array: checked for in-flight cp.async
+            if root.views is None:
+                root.views = []
+            root.views.append(v)
+            if root.npending:
+                v.__class__ = pending_class(type(v))
+        return v
 
     def __getitem__(self, idx):
         return self._general_get(idx, _getframe(1))
@@ -349,6 +358,11 @@ class SimArray:
 
     def __getattr__(self, name):
         return getattr(self._a, name)
+
+
+#: the checking subclass of a view class while cp.async copies into its array are in flight
+#: (set by :mod:`kernellab.sim.sm80`, which owns the check)
+pending_class = None
 
 
 def _narrow(v, dtype):

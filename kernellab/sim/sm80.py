@@ -165,21 +165,28 @@ def _add_pending(root, pos, n, f):
     who = ("(" + ", ".join(str(v) for v in _a._cur.idx) + ")", _line(f))
     for k in range(pos, pos + n):
         by[k] = who
-    w = root.wrapper
-    if w is not None and not hasattr(type(w), "_plain"):
-        w.__class__ = _pending_class(type(w))
+    for w in _wrappers(root):
+        if not hasattr(type(w), "_plain"):
+            w.__class__ = _pending_class(type(w))
 
 
 def _drop_pending(root, pos, n):
     root.pending[pos:pos + n] -= 1
     root.npending -= n
     if not root.npending:
-        w = root.wrapper
-        if w is not None and hasattr(type(w), "_plain"):
-            w.__class__ = type(w)._plain
+        for w in _wrappers(root):
+            if hasattr(type(w), "_plain"):
+                w.__class__ = type(w)._plain
+
+
+def _wrappers(root):
+    """The SimArrays over shared allocation ``root``: the one its ``cuda.shared.array`` call
+    returns and every view sliced from it since."""
+    return ([root.wrapper] if root.wrapper is not None else []) + (root.views or [])
 
 
 _PENDING_BY: dict = {}      # id(root) -> element -> (issuing thread, line)
+_a.pending_class = _pending_class
 
 
 class _Groups:
