@@ -417,6 +417,25 @@ def test_ldmatrix_or_store_while_the_copy_is_in_flight_is_a_race():
 
 
 @cuda.jit
+def k_view_read_in_flight(A, out):
+    s = cuda.shared.array((2, 16, 16), np.uint16)
+    ln = cuda.laneid
+    t = s[1]                                 # a view sliced before the copies start
+    cuda.cp_async(s[1], (ln // 2, (ln % 2) * 8), A, (ln // 2, (ln % 2) * 8), 16)
+    cuda.cp_async_commit_group()
+    cuda.syncthreads()
+    out[ln] = t[ln // 2, 0]                  # through the view: still in flight
+    cuda.cp_async_wait_all()
+
+
+@needs_sim
+def test_a_read_through_a_view_while_the_copy_is_in_flight_is_a_race():
+    with pytest.raises(RaceError, match="cp.async"):
+        run(k_view_read_in_flight, 1, 32, np.zeros((16, 16), np.uint16),
+            np.zeros(32, np.uint16))
+
+
+@cuda.jit
 def k_zfill(A, src_bytes, out):
     s = cuda.shared.array((32, 4), np.uint32)
     ln = cuda.laneid
