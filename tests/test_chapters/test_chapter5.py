@@ -17,6 +17,13 @@ counters: tests/test_kernellab/kernels/test_attention_cuda_ladder.py).
   (and in the resource table the chapter prints), d = 128 spills, Lab 5's GPU shape is
   register-limited, and the 48 KiB static shared-memory limit is what forces 32 x 32 tiles at
   d = 128 in float16.
+* Section 7 (issue 20, the tensor-core kernel): the two pictures it draws are one layout (S's
+  accumulator fragments are P's A fragment, lane by lane) and the quad's two shuffles reach the
+  row max; v2's default blocks at the section's d and dtype are the tensor-core kernel's, so the
+  global traffic it calls equal is the same formula; the profile's tensor-core peak over its
+  shared-memory bandwidth is the 16 rows a warp owns; ptxas keeps the kernel's fragments in
+  registers (no local frame, no spills). Its correctness and counters:
+  tests/test_kernellab/kernels/test_attention_tc.py.
 * Section 6: the tiled backward with recomputation equals the materialised gradient in float64,
   which equals finite differences; on float16 inputs (float32 arithmetic) it meets the forward's
   rule, under half its budget; in float32 throughout the rule can be stricter than it.
@@ -42,6 +49,7 @@ from kernellab.topics import attention_backward as AB  # noqa: E402
 from kernellab.topics import attention_io as AIO  # noqa: E402
 from kernellab import numerics  # noqa: E402
 from kernellab.kernels import attention_cuda as ac  # noqa: E402
+from kernellab.kernels import attention_tc as tc  # noqa: E402
 from reference_kernels.attention import attention_golden  # noqa: E402
 from kernellab import sim  # noqa: E402
 from kernellab.sim import ptx  # noqa: E402
@@ -447,3 +455,79 @@ def test_static_shared_limit_forces_br_32_at_d128_fp16():
     prose = " ".join(" ".join(rules.cells(NOTEBOOK, "markdown")).split())
     assert "Br = Bc = 32 at d = 128 in float16" in prose
     assert "cudaFuncAttributeMaxDynamicSharedMemorySize" in prose
+
+
+# ----------------------------------------------------------------------------------------------
+# section 7 (issue 20): FlashAttention-2 on tensor cores
+# ----------------------------------------------------------------------------------------------
+
+SECTION7_D, SECTION7_DTYPE = 64, np.float16
+
+
+def test_section7_runs_the_tensor_core_kernel_at_its_d():
+    code = "\n".join(rules.cells(NOTEBOOK, "code"))
+    assert "attention_tc.attention_tc" in code and "N7, D7 = 72, 64" in code
+    assert "qkv((1, 1, N7, D7), F16)" in code
+
+
+def test_section7_pictures_are_one_layout_and_the_quad_reaches_the_max():
+    """The figure: for the 16 keys of two accumulator tiles, the lane holding S[r, c] (C
+    layout) is the lane holding P[r, c] (A layout), each row is held by the 4 lanes of one quad
+    (rows g and g + 8), and max over lane ^ 1 then lane ^ 2 gives all four the row max."""
+    from kernellab.sim.mma import a_coords, c_coords
+
+    s_lane = np.full((16, 16), -1)
+    p_lane = np.full((16, 16), -1)
+    for lane in range(32):
+        for tile in (0, 1):
+            for r, c in c_coords(lane):
+                s_lane[r, 8 * tile + c] = lane
+        for r, c in a_coords(lane):
+            p_lane[r, c] = lane
+    assert (s_lane == p_lane).all() and (s_lane >= 0).all()
+    for r in range(16):
+        assert set(s_lane[r]) == {4 * (r % 8) + t for t in range(4)}
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        x = list(rng.standard_normal(4))
+        for mask in (1, 2):
+            x = [max(x[i], x[i ^ mask]) for i in range(4)]
+        assert len(set(x)) == 1
+
+
+def test_section7_same_blocks_same_global_traffic():
+    """'The global sectors and DRAM bytes are equal': at the section's d and dtype v2's
+    default blocks are the tensor-core kernel's (Br, Bc), and the kernel's loads and stores are
+    v2's formula at those blocks (test_attention_tc checks it against the counters)."""
+    assert ac.flash_block_sizes(SECTION7_D, SECTION7_DTYPE) == tc.tc_block_sizes(SECTION7_D)
+
+
+def test_section7_balance_is_the_rows_a_warp_owns():
+    """A warp's FLOP per shared byte is its 16 rows (2 x 2 x 16 x Bc x d FLOP for 2 x Bc x d
+    float16 elements); the A100 profile's FP16 tensor-core peak over its shared-memory
+    bandwidth is the same number, within 1% (the chapter: 'sits at that balance point'); the
+    tensor-core peak is 16 times the FP32 one."""
+    from kernellab.sim import model
+
+    p = model.get_profile("a100")
+    _, bc = tc.tc_block_sizes(SECTION7_D)
+    per_byte = (2 * 2 * tc.ROWS * bc * SECTION7_D) / (2 * bc * SECTION7_D * 2)
+    assert per_byte == tc.ROWS == 16
+    balance = p.fp16_tensor_flops / (p.shared_bytes_per_s_per_sm * p.sm_count)
+    assert balance == pytest.approx(per_byte, rel=0.01)
+    assert p.fp16_tensor_flops / p.fp32_flops == pytest.approx(16.0)
+
+
+@sim_only
+@needs_ptxas
+def test_section7_fragments_live_in_registers():
+    """ptxas: no local frame and no spills for the tensor-core kernel at the section's d (and
+    at every head dimension it takes)."""
+    for d in tc.HEAD_DIMS:
+        Q = np.zeros((1, 1, 1, d), np.float16)
+        with sim.capture() as cap:
+            tc.attention_tc(Q, Q, Q, np.empty_like(Q))
+        res = cap.launches[0].resources
+        assert res is not None, cap.launches[0].resources_note
+        assert (res.stack_frame_bytes, res.spill_store_bytes, res.spill_load_bytes) == (0, 0, 0)
+        assert res.registers < 255
