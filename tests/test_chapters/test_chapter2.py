@@ -15,6 +15,11 @@ test_gemm_cuda_ladder.py; the occupancy arithmetic itself: the sim tier's resour
 * Section 10: the quoted anchors (``kernellab.topics.gemm_anchors``) agree with their own table
   (each share of cuBLAS is its GFLOP/s over cuBLAS's, to the published 0.1%), map every ladder
   version to one of Boehm's kernels, and the notebook takes them from the module.
+* Section 14 (part two): the fragment drawing, which lanes hold which elements of A, B and C of
+  ``mma.m16n8k16`` as the sim tier's ``ldmatrix`` and ``mma`` deliver them (the notebook's own
+  kernel, run here), equals the PTX ISA's tables in ``kernellab.sim.mma``; section 15's swizzle
+  picture places each logical chunk by the kernel's own swizzle functions, which put the 8 rows
+  of every ``ldmatrix`` phase in 8 different bank groups (and the unswizzled tiles in 2 and 1).
 
 The house rules (no outputs, no typed or quoted measured figures):
 tests/test_chapters/test_notebook_rules.py.
@@ -218,3 +223,47 @@ def test_notebook_takes_the_anchors_from_the_module():
     assert "gemm_anchors.A6000_DRAM_BYTES_PER_S" in src       # section 10's bytes per FLOP
     for r in GA.anchor_rows():
         assert f"{r['gflops']:g}" not in src, r        # typed figures would go stale
+
+
+def _part_two_cell(marker):
+    (cell,) = [c for c in rules.cells(NOTEBOOK, "code") if marker in c]
+    return cell
+
+
+@sim_only
+def test_the_fragment_drawing_agrees_with_the_ptx_tables():
+    from numba import cuda
+
+    from kernellab.sim import mma
+
+    cell = _part_two_cell("def lane_coords(")
+    ns = {"np": np, "cuda": cuda}
+    exec(cell.split("\n\n\ncoords = lane_coords()")[0], ns)
+    coords = ns["lane_coords"]()
+    for key, table in (("A", mma.a_coords), ("B", mma.b_coords), ("C", mma.c_coords)):
+        want = np.array([table(lane) for lane in range(32)])
+        assert np.array_equal(coords[key], want), key
+    # every element of each operand is held by exactly one lane
+    for key, shape in (("A", (16, 16)), ("B", (16, 8)), ("C", (16, 8))):
+        flat = coords[key].reshape(-1, 2)
+        assert len({tuple(rc) for rc in flat.tolist()}) == flat.shape[0] == shape[0] * shape[1]
+
+
+@pytest.mark.parametrize("tile", ["A", "B"])
+def test_the_swizzle_picture_spreads_every_phase_over_eight_bank_groups(tile):
+    """Section 15's chunk map, for all rows of the tile: the 8 consecutive rows (from a multiple
+    of 8) that one phase of ldmatrix reads at one logical chunk fall into 8 bank groups
+    swizzled, and into 2 (A, 64-byte rows) or 1 (B, 128-byte rows) unswizzled."""
+    from kernellab.kernels import gemm_tc
+
+    cell = _part_two_cell("def chunk_map(")
+    ns = {"np": np}
+    exec(cell.split("\n\n\nTILES = ")[0], ns)
+    chunks, swz, rows = {"A": (gemm_tc.BK // 8, gemm_tc._swz_a, gemm_tc.BM),
+                         "B": (gemm_tc.BN // 8, gemm_tc._swz_b, gemm_tc.BK)}[tile]
+    for swizzled, groups in ((0, {"A": 2, "B": 1}[tile]), (1, 8)):
+        grid = ns["chunk_map"](chunks, swz, swizzled, rows=rows)
+        for r0 in range(0, rows, 8):
+            for c in range(chunks):
+                where = {int(np.flatnonzero(grid[r] == c)[0]) for r in range(r0, r0 + 8)}
+                assert len(where) == groups, (tile, swizzled, r0, c, where)
