@@ -20,6 +20,8 @@ test_gemm_cuda_ladder.py; the occupancy arithmetic itself: the sim tier's resour
   kernel, run here), equals the PTX ISA's tables in ``kernellab.sim.mma``; section 15's swizzle
   picture places each logical chunk by the kernel's own swizzle functions, which put the 8 rows
   of every ``ldmatrix`` phase in 8 different bank groups (and the unswizzled tiles in 2 and 1).
+* Part two's structure: sections 13-19 follow section 12, in order, and it ends pointing to Lab
+  2b; its modelled figures come from Lab 2b's own ``sm_seconds`` and thresholds.
 
 The house rules (no outputs, no typed or quoted measured figures):
 tests/test_chapters/test_notebook_rules.py.
@@ -223,6 +225,24 @@ def test_notebook_takes_the_anchors_from_the_module():
     assert "gemm_anchors.A6000_DRAM_BYTES_PER_S" in src       # section 10's bytes per FLOP
     for r in GA.anchor_rows():
         assert f"{r['gflops']:g}" not in src, r        # typed figures would go stale
+
+
+PART2_SECTIONS = ["13. Why tensor cores", "14. Fragments", "15. Feeding the warps",
+                  "16. cp.async", "17. Registers and occupancy", "18. The ladder in numbers",
+                  "19. What Hopper adds"]
+
+
+def test_part_two_follows_part_one_and_ends_at_lab_2b():
+    md = rules.cells(NOTEBOOK, "markdown")
+    headings = [ln[3:] for cell in md for ln in cell.splitlines() if ln.startswith("## ")]
+    numbered = [h for h in headings if h[:1].isdigit()]
+    assert [int(h.split(".")[0]) for h in numbered] == list(range(1, 20)), numbered
+    for want, got in zip(PART2_SECTIONS, numbered[12:]):
+        assert got.startswith(want), (want, got)
+    assert headings[-1] == "Next: Lab 2b"
+    assert "kernellab grade gemm-tensor-core" in md[-1]
+    src = code()
+    assert "lab2b.sm_seconds(" in src and "lab2b.MIN_SPEEDUP" in src   # the lab's own rules
 
 
 def _part_two_cell(marker):
