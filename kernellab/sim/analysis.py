@@ -120,6 +120,7 @@ class _Launch(_Explain):
         self.block_max = dict.fromkeys(BLOCK_MAX_KEYS, 0)
         self.has_wide = False       # an alias root exists (kernellab.sim.sm80's accesses)
         self.warp_mma = {}          # warp -> mma instructions it issued (the running block)
+        self.warp_inflight = {}     # warp -> cp.async bytes its lanes have in flight
 
     # -- a block (both executors)
     def begin_block(self, ctaid, blin):
@@ -134,6 +135,7 @@ class _Launch(_Explain):
         self.epoch = 0
         self.bar_sites = []
         self.warp_mma = {}
+        self.warp_inflight = {}
         self.block_start_flush = True
         self.block_open = True
         self.block_event0 = self.nwevents

@@ -56,11 +56,14 @@ an SM, i.e. one every 8 clocks on each of its 4 tensor cores [derived]. **Overla
 loads it waits for first serialise with its MMAs (the model hides no latency behind other warps
 or blocks: occupancy is not modelled). The engine counts ``cp_async_overlapped_bytes``, the
 ``cp.async`` bytes whose group completed after the issuing warp had issued an MMA since the
-copy (double buffering: the next tile's copy in flight across this tile's MMAs). With ``o`` =
-overlapped bytes / ``global_load_bytes`` (at most 1), ``tensor = mma_ops x 4096 /
-(fp16_tensor_flops x f) + (1 - o) x global`` when ``mma_ops > 0``, else 0. A kernel that loads
-each tile synchronously before its MMAs therefore pays load + MMA time; a double-buffered one
-the larger of the two.
+copy (double buffering: the next tile's copy in flight across this tile's MMAs), and
+``mma_ops_covered``, the MMAs issued while their warp had copies in flight. The overlap ``o``
+(:func:`overlap`) is the smaller of two shares, overlapped bytes / ``global_load_bytes`` and
+covered MMAs / ``mma_ops``: the bulk of the loads must be in flight, and in flight across the
+bulk of the MMAs (one MMA between a copy and its wait, or one small copy in flight across all
+MMAs, is not overlap). ``tensor = mma_ops x 4096 / (fp16_tensor_flops x f) + (1 - o) x global``
+when ``mma_ops > 0``, else 0. A kernel that loads each tile synchronously before its MMAs
+therefore pays load + MMA time; a double-buffered one the larger of the two.
 
 What each counter costs:
 
@@ -260,6 +263,7 @@ __all__ = [
     "LocalTraffic",
     "local_traffic",
     "tensor_seconds",
+    "overlap",
     "MMA_FLOPS",
 ]
 
@@ -627,10 +631,20 @@ def tensor_seconds(c: Mapping, p: DeviceProfile, share: float, global_s: float) 
     mmas = _local_number(c, "mma_ops")
     if not mmas:
         return 0.0
+    return mmas * MMA_FLOPS / (p.fp16_tensor_flops * share) + (1.0 - overlap(c)) * global_s
+
+
+def overlap(c: Mapping) -> float:
+    """The share of a launch's global loads in flight across its MMAs (module docstring,
+    "Tensor cores"): min(overlapped bytes / global load bytes, covered MMAs / MMAs), 0..1; 1
+    with no loads, 0 with no MMAs."""
+    mmas = _local_number(c, "mma_ops")
+    if not mmas:
+        return 0.0
     loads = _local_number(c, "global_load_bytes")
-    overlapped = _local_number(c, "cp_async_overlapped_bytes")
-    o = min(1.0, overlapped / loads) if loads else 1.0
-    return mmas * MMA_FLOPS / (p.fp16_tensor_flops * share) + (1.0 - o) * global_s
+    by_bytes = min(1.0, _local_number(c, "cp_async_overlapped_bytes") / loads) if loads else 1.0
+    by_mmas = min(1.0, _local_number(c, "mma_ops_covered") / mmas)
+    return min(by_bytes, by_mmas)
 
 
 def _launch_list(launches) -> list:

@@ -372,10 +372,14 @@ def _complete_group(launch, wq, mask, runq):
                               np.array([by_lane[ln].wait[2][2] for ln in lanes], np.uint32),
                               np.array([by_lane[ln].wait[2][3] for ln in lanes], np.float32),
                               kinds.pop())
+        if _OPTS["mma_offset"]:
+            d = d + np.float32(_OPTS["mma_offset"])
         for i, ln in enumerate(lanes):
             results[ln] = tuple(d[i])
         c["mma_ops"] += 1
         launch.warp_mma[first.warp] = launch.warp_mma.get(first.warp, 0) + 1
+        if launch.warp_inflight.get(first.warp, 0) > 0:
+            c["mma_ops_covered"] += 1
     elif op == "ldmatrix":
         shapes = {u.wait[2][:2] for u in wq}
         if len(shapes) != 1:

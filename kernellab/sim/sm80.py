@@ -210,9 +210,11 @@ def _groups():
 def _complete(group):
     L = _a._launch
     c = L.counters
-    mmas = L.warp_mma.get(_a._cur.warp, 0)
+    warp = _a._cur.warp
+    mmas = L.warp_mma.get(warp, 0)
     for root, pos, n, nbytes, mma0 in group:
         _drop_pending(root, pos, n)
+        L.warp_inflight[warp] -= nbytes
         if mmas > mma0:
             c["cp_async_overlapped_bytes"] += nbytes
 
@@ -276,8 +278,11 @@ def cp_async(dst, di, src, si, nbytes, src_bytes, f):
     n = nbytes // droot.itemsize
     _add_pending(droot, dpos, n, f)
     L = _a._launch
-    L.counters["cp_async_bytes"] += nbytes
-    _groups().open.append((droot, dpos, n, nbytes, L.warp_mma.get(_a._cur.warp, 0)))
+    warp = _a._cur.warp
+    # the bytes read from global memory (a zero fill reads nothing), in flight until the wait
+    L.counters["cp_async_bytes"] += sb
+    L.warp_inflight[warp] = L.warp_inflight.get(warp, 0) + sb
+    _groups().open.append((droot, dpos, n, sb, L.warp_mma.get(warp, 0)))
 
 
 def _log_src(root, pos, sb, nbytes, f):

@@ -1,8 +1,9 @@
 """Lab 2b ``gemm-tensor-core``, worker side: the timed calls of ``gemm(A, B, C)`` on float16
 device arrays.
 
-``measure_sim``: one call at M = N = K = ``plan["n"]`` captured with per-site counters, and
-chapter 2's v4 (FP32 SIMT register tiles) on the same values in float32, from the baseline
+``measure_sim``: one call at M = N = K = ``plan["n"]`` captured with per-site counters, the
+same call again with every MMA result offset (the share of C computed from the MMAs), and lab
+2's tiled kernel (chapter 2's v3, FP32) on the same values in float32, from the baseline
 cache. ``measure_gpu``: interleaved rounds of the submission and cupy.matmul in float16
 (cuBLAS) timed by CUDA events, each submission call checked right after it returns (Freivalds,
 :func:`grader.labs._gemm.probably_correct` on the float32 product of the same inputs). Both
@@ -28,13 +29,13 @@ def operands(rng, n: int):
 
 
 def _params(n: int) -> dict:
-    return {"M": n, "N": n, "K": n, "dtype": "float16"}
+    return {"M": n, "N": n, "K": n, "dtype": "float16", "scale_log2": 0}
 
 
 def measure_sim(spec, namespace: dict, plan: dict, workdir: Path) -> dict:
     from numba import cuda
 
-    from kernellab.kernels.gemm_cuda import gemm_v4
+    from kernellab.kernels.gemm_cuda import gemm_v3
 
     n = int(plan["n"])
     A, B = operands(np.random.default_rng(), n)
@@ -42,23 +43,44 @@ def measure_sim(spec, namespace: dict, plan: dict, workdir: Path) -> dict:
     dC = cuda.to_device(np.full((n, n), np.nan, np.float32))
     cap = captured_call(namespace["gemm"], (dA, dB, dC), "gemm(A, B, C)")
     C = dC.copy_to_host()
+    from_mma = _share_from_mma(namespace["gemm"], dA, dB, C)
     recheck = save_recheck(workdir, _params(n), {"A": A, "B": B},
                            {"A": dA.copy_to_host(), "B": dB.copy_to_host(), "C": C},
                            ("A", "B"), ("C",))
     A32, B32 = A.astype(np.float32), B.astype(np.float32)
-    simt = baseline_launches(
-        "gemm_v4", {"n": n}, gemm_v4,
+    baseline = baseline_launches(
+        "gemm_v3", {"n": n}, gemm_v3,
         lambda: (cuda.to_device(A32), cuda.to_device(B32),
                  cuda.to_device(np.full((n, n), np.nan, np.float32))), sites=True)
     return {
         "tier": "sim", "profile": plan["profile"], "n": n,
         "submission": [launch_dict(s) for s in cap.launches],
-        "simt": simt,
+        "baseline": baseline,
+        "from_mma": from_mma,
         "setup": {"description": f"sim tier, float16 inputs, float32 C, M=N=K={n}, modelled "
                                  f"on the {plan['profile']} profile from counted traffic and "
                                  "MMAs (deterministic), device arrays"},
         "recheck": recheck,
     }
+
+
+def _share_from_mma(gemm, dA, dB, C) -> float:
+    """The share of C's elements computed from the tensor cores' results: ``gemm`` runs again
+    on the same inputs with every MMA result offset by +1 (``kernellab.sim.configure(
+    mma_offset=1)``); an element accumulated through at least one MMA moves by at least 1, one
+    computed another way (FP32 cores, the host) does not move."""
+    from numba import cuda
+
+    from kernellab import sim
+
+    dC = cuda.to_device(np.full(C.shape, np.nan, np.float32))
+    old = sim.configure(mma_offset=1.0)
+    try:
+        gemm(dA, dB, dC)
+    finally:
+        sim.configure(**old)
+    moved = np.abs(dC.copy_to_host().astype(np.float64) - C) >= 0.5
+    return float(np.mean(moved))
 
 
 def _cupy_matmul():

@@ -13,9 +13,10 @@ file.
 * sim rules (the SM's modelled time: each grid counted as filling the GPU, DRAM's compulsory
   traffic left out, :func:`sm_seconds`): share of the FP16 tensor-core peak (the product's
   2 n^3 FLOP, however many MMAs were issued) >= ``MIN_PEAK_SHARE``;
-  modelled speedup over chapter 2's best SIMT kernel (v4, FP32 cores) >= ``MIN_SPEEDUP``;
+  modelled speedup over lab 2's tiled kernel (chapter 2's v3, FP32 cores) >= ``MIN_SPEEDUP``;
   shared-memory bank-conflict degree <= ``MAX_CONFLICT``; global loads in flight across MMAs
-  >= ``MIN_OVERLAP``; a gate: the timed product computed by kernels.
+  >= ``MIN_OVERLAP``; gates: the timed product computed by kernels, and from the MMAs'
+  results (the call again with every MMA result offset: all of C moves).
 * gpu rules: share of cuBLAS's FP16 GEMM (cupy) >= ``MIN_VS_CUBLAS`` (provisional until
   ``make gpu-check`` measures it); a gate: no faster than 1.5 x cuBLAS.
 """
@@ -31,20 +32,24 @@ from grader.labs._cuda import (
 from grader.rules import Rule, median
 from grader.spec import Case, CaseData, OneOf, RuleResult, Whole
 from kernellab.numerics import KAware, compare
-from kernellab.sim.model import get_profile as model_profile
 from reference_kernels.gemm import gemm_abs_product, gemm_golden
 
 DTYPES = ("float16", "bfloat16")
-VISIBLE_SHAPES = [  # (M, N, K): tails in every dimension, K across several k-tiles
+VISIBLE_SHAPES = [  # (M, N, K): tails in every dimension, K across several k-tiles; K and N
+    # even but not multiples of 8 (rows 4-byte but not 16-byte aligned: 10, 66, 130)
     (1, 1, 1), (16, 8, 16), (17, 9, 33), (3, 130, 7), (65, 17, 24), (33, 65, 40),
-    (70, 66, 72), (64, 64, 64), (1, 200, 9),
+    (70, 66, 72), (64, 64, 64), (1, 200, 9), (33, 24, 10),
 ]
+#: bfloat16 cases whose inputs are scaled by 2^SCALE_LOG2: beyond float16's range (65504), so a
+#: kernel that converts bfloat16 to float16 fails; float32 accumulation stays far from overflow
+BIG_BF16 = [(17, 9, 33), (64, 64, 64)]
+SCALE_LOG2 = 16
 VISIBLE_SEED = 20261206
 MAX_HIDDEN_MNK = 1 << 21
 
 PERF_N = 128
-MIN_PEAK_SHARE = 0.25
-MIN_SPEEDUP = 4.0
+MIN_PEAK_SHARE = 0.2
+MIN_SPEEDUP = 8.0
 MAX_CONFLICT = 1.25
 MIN_OVERLAP = 0.5
 
@@ -117,16 +122,44 @@ def device_work_problem(launches: list[dict], M: int, N: int, K: int, isz: int =
     return None
 
 
+def figures(sub: list[dict], baseline: list[dict], n: int, profile: str = PROFILE) -> dict:
+    """The figures of the sim rules for launches ``sub`` at M = N = K = ``n`` (with per-site
+    counters), ``baseline`` the launches of lab 2's tiled kernel (chapter 2's v3) on the same
+    values in float32: ``peak_share`` (the product's FLOP at the FP16 tensor peak / the SM's
+    time, 0..1), ``speedup`` (over the baseline's SM time), ``conflict`` (shared wavefronts /
+    conflict-free wavefronts; 1 without shared accesses), ``overlap``
+    (:func:`kernellab.sim.model.overlap` of the summed counters), and ``sm``, ``base`` (their
+    :func:`sm_seconds`), ``ideal_s``, ``fp32_roof_speedup`` (the most any FP32-core kernel can
+    beat the baseline by: its time over 2 n^3 at the FP32 peak), ``wavefronts``,
+    ``ideal_waves``."""
+    from kernellab.sim import model
+
+    p = model.get_profile(profile)
+    ts = sm_seconds(sub, fp32_flops_left(sub, n), profile)
+    tb = sm_seconds(baseline, 2.0 * n ** 3, profile)
+    t = total_counters(sub)
+    waves = t["shared_load_wavefronts"] + t["shared_store_wavefronts"]
+    ideal_w = shared_ideal(sub)
+    ideal_s = 2.0 * n ** 3 / p.fp16_tensor_flops
+    return {"peak_share": ideal_s / ts["seconds"], "speedup": tb["seconds"] / ts["seconds"],
+            "conflict": waves / ideal_w if ideal_w else 1.0, "overlap": model.overlap(t),
+            "sm": ts, "base": tb, "ideal_s": ideal_s,
+            "fp32_roof_speedup": tb["seconds"] / (2.0 * n ** 3 / p.fp32_flops),
+            "wavefronts": waves, "ideal_waves": ideal_w}
+
+
 UTIL = Rule("share of the tensor-core peak", ">=", 100 * MIN_PEAK_SHARE, "%", ("sim",),
             "2 n^3 FLOP at the FP16 tensor peak / the SM's modelled time; SIMT: <= 6.25%")
-SPEED = Rule("modelled speedup over chapter 2's v4 (SIMT)", ">=", MIN_SPEEDUP, "x", ("sim",),
-             "between a bank-conflicted ldmatrix kernel (2.4x) and a swizzled one (4.6x)")
+SPEED = Rule("modelled speedup over lab 2's tiled kernel", ">=", MIN_SPEEDUP, "x", ("sim",),
+             "about twice what any FP32-core kernel can reach at this size (4.3x)")
 BANKS = Rule("shared-memory bank-conflict degree", "<=", MAX_CONFLICT, "x", ("sim",),
              "wavefronts / conflict-free wavefronts; unswizzled 64- and 128-byte rows: 4-8x")
 OVERLAP = Rule("global loads in flight across MMAs", ">=", 100 * MIN_OVERLAP, "%", ("sim",),
                "cp.async double buffering; synchronous tiles: 0%")
 WORK = Gate("the product was computed by kernels", ("sim",),
             "every element of C stored and every byte of A and B read by kernels")
+FROM_MMA = Gate("C was computed from the tensor cores' results", ("sim",),
+                "with every MMA result offset by +1, every element of C moves")
 GPU_SPEED = Rule("share of cuBLAS's FP16 GEMM", ">=", 100 * MIN_VS_CUBLAS, "%", ("gpu",),
                  "provisional until make gpu-check measures the course's GPU")
 PLAUSIBLE = Rule("fastest timed call is plausible", "max<=",
@@ -144,17 +177,21 @@ class GemmTensorCore(CudaLab):
     case_timeout_s = 60.0
     first_call_timeout_s = 120.0
     perf_timeout_s = 300.0
-    params = {"M": Whole(), "N": Whole(), "K": Whole(), "dtype": OneOf(DTYPES, "float16")}
+    params = {"M": Whole(), "N": Whole(), "K": Whole(), "dtype": OneOf(DTYPES, "float16"),
+              "scale_log2": Whole(lo=0, hi=60, default=0)}
     visible_seed = VISIBLE_SEED
     random_count = 4
-    rules = (UTIL, SPEED, BANKS, OVERLAP, WORK, GPU_SPEED, PLAUSIBLE)
+    rules = (UTIL, SPEED, BANKS, OVERLAP, WORK, FROM_MMA, GPU_SPEED, PLAUSIBLE)
 
     def visible_params(self) -> list[dict]:
-        return [{"M": m, "N": n, "K": k, "dtype": dt}
-                for dt in DTYPES for (m, n, k) in VISIBLE_SHAPES]
+        return ([{"M": m, "N": n, "K": k, "dtype": dt, "scale_log2": 0}
+                 for dt in DTYPES for (m, n, k) in VISIBLE_SHAPES]
+                + [{"M": m, "N": n, "K": k, "dtype": "bfloat16", "scale_log2": SCALE_LOG2}
+                   for (m, n, k) in BIG_BF16])
 
     def case_name(self, p: dict) -> str:
-        return f"{p['dtype']} {p['M']}x{p['N']}x{p['K']}"
+        big = f" x2^{p['scale_log2']}" if p.get("scale_log2") else ""
+        return f"{p['dtype']} {p['M']}x{p['N']}x{p['K']}{big}"
 
     def case_limits(self, p: dict) -> str | None:
         mnk = p["M"] * p["N"] * p["K"]
@@ -164,20 +201,22 @@ class GemmTensorCore(CudaLab):
 
     def random_params(self, rng, i: int) -> dict:
         m, n, k = (int(x) for x in rng.integers(1, 80, size=3))
-        return {"M": m, "N": n, "K": k, "dtype": DTYPES[i % 2]}
+        return {"M": m, "N": n, "K": k, "dtype": DTYPES[i % 2], "scale_log2": 0}
 
     def case_arrays(self, case: Case) -> CaseData:
         p = case.params
         rng = np.random.default_rng(case.seed)
         dt = _dtype(p["dtype"])
-        A = rng.standard_normal((p["M"], p["K"]), dtype=np.float32).astype(dt)
-        B = rng.standard_normal((p["K"], p["N"]), dtype=np.float32).astype(dt)
+        scale = np.float32(2.0 ** p.get("scale_log2", 0))
+        A = (rng.standard_normal((p["M"], p["K"]), dtype=np.float32) * scale).astype(dt)
+        B = (rng.standard_normal((p["K"], p["N"]), dtype=np.float32) * scale).astype(dt)
         return CaseData(inputs={"A": A, "B": B},
                         outputs={"C": ((p["M"], p["N"]), "float32")}, call=["A", "B", "C"])
 
     def warmup_data(self):
         return [("gemm", self.case_data(Case("warmup", {"M": 5, "N": 7, "K": 3,
-                                                        "dtype": "float16"}, seed=1)))]
+                                                        "dtype": "float16", "scale_log2": 0},
+                                             seed=1)))]
 
     def compare(self, case: Case, data: CaseData, outputs: dict):
         A, B = data.inputs["A"], data.inputs["B"]
@@ -205,49 +244,54 @@ class GemmTensorCore(CudaLab):
 
     def planned(self, plan: dict) -> dict:
         n = int(plan["n"])
-        return {"params": {"M": n, "N": n, "K": n, "dtype": "float16"},
+        return {"params": {"M": n, "N": n, "K": n, "dtype": "float16", "scale_log2": 0},
                 "arrays": {"A": ((n, n), "float16"), "B": ((n, n), "float16"),
                            "C": ((n, n), "float32")},
                 "what": f"M=N=K={n} float16"}
 
     def rules_sim(self, m: dict) -> list[RuleResult]:
         n = int(m["n"])
-        sub, simt = m["submission"], m["simt"]
+        sub = m["submission"]
         work = unchecked_problem(sub) or device_work_problem(sub, n, n, n)
         rules = []
         if work is None:
-            ts = sm_seconds(sub, fp32_flops_left(sub, n), m["profile"])
-            tb = sm_seconds(simt, 2.0 * n ** 3, m["profile"])
-            t = total_counters(sub)
-            p = model_profile(m["profile"])
-            ideal = 2.0 * n ** 3 / p.fp16_tensor_flops
+            f = figures(sub, m["baseline"], n, m["profile"])
+            ts, tb, t = f["sm"], f["base"], total_counters(sub)
             rules.append(with_costliest(modelled(
-                UTIL, 100 * ideal / ts["seconds"],
+                UTIL, 100 * f["peak_share"],
                 f"{m['profile']} model, M=N=K={n} float16: the product's {2 * n ** 3} FLOP take "
-                f"{fmt_seconds(ideal)} at the FP16 tensor peak, yours {fmt_seconds(ts['seconds'])} "
-                f"({ts['bound']}-bound; each grid counted as filling the GPU, DRAM left out; "
-                f"{t['mma_ops']} mma.m16n8k16 issued)" + ("" if t["mma_ops"] else
-                "; no MMA: FP32 cores reach at most 19.5/312 = 6.25% of it")), sub))
+                f"{fmt_seconds(f['ideal_s'])} at the FP16 tensor peak, yours "
+                f"{fmt_seconds(ts['seconds'])} ({ts['bound']}-bound; each grid counted as "
+                f"filling the GPU, DRAM left out; {t['mma_ops']} mma.m16n8k16 issued)"
+                + ("" if t["mma_ops"] else "; no MMA: FP32 cores reach at most 19.5/312 = "
+                   "6.25% of it")), sub))
             rules.append(with_costliest(modelled(
-                SPEED, tb["seconds"] / ts["seconds"],
-                f"v4 (FP32 SIMT register tiles) {fmt_seconds(tb['seconds'])} "
-                f"({tb['bound']}-bound), yours {fmt_seconds(ts['seconds'])} ({ts['bound']}-bound; "
-                f"{traffic_summary(sub)})"), sub))
-            waves = t["shared_load_wavefronts"] + t["shared_store_wavefronts"]
-            ideal = shared_ideal(sub)
-            degree = waves / ideal if ideal else 1.0
+                SPEED, f["speedup"],
+                f"lab 2's tiled kernel (chapter 2's v3, FP32) {fmt_seconds(tb['seconds'])} "
+                f"({tb['bound']}-bound; no FP32-core kernel can beat it by more than "
+                f"{f['fp32_roof_speedup']:.2f}x, the FP32 roof), yours "
+                f"{fmt_seconds(ts['seconds'])} ({ts['bound']}-bound; {traffic_summary(sub)})"),
+                sub))
             rules.append(modelled(
-                BANKS, degree,
-                f"{waves} shared wavefronts for requests that need {ideal} without conflicts "
-                "(ldmatrix: 8 rows of 16 bytes a phase; swizzle each row's 16-byte chunks)"))
-            loads = t["global_load_bytes"]
-            ovl = t["cp_async_overlapped_bytes"] / loads if loads else 0.0
+                BANKS, f["conflict"],
+                f"{f['wavefronts']} shared wavefronts for requests that need {f['ideal_waves']} "
+                "without conflicts (ldmatrix: 8 rows of 16 bytes a phase; swizzle or pad each "
+                "row's 16-byte chunks)"))
             rules.append(modelled(
-                OVERLAP, 100 * ovl,
-                f"{t['cp_async_overlapped_bytes']} of {loads} global bytes loaded were cp.async "
-                f"copies completed after their warp issued an MMA ({t['cp_async_bytes']} bytes "
-                "by cp.async in all): copy tile k+1 while the MMAs of tile k run"))
+                OVERLAP, 100 * f["overlap"],
+                f"the smaller of two shares: {t['cp_async_overlapped_bytes']} of "
+                f"{t['global_load_bytes']} global bytes loaded were cp.async copies completed "
+                f"after their warp issued an MMA, and {t['mma_ops_covered']} of {t['mma_ops']} "
+                "MMAs were issued with copies in flight: copy tile k+1 while the MMAs of tile k "
+                "run"))
         rules.append(kernels_gate(WORK, work, sub))
+        share = float(m.get("from_mma", 0.0))
+        rules.append(RuleResult(
+            FROM_MMA.name, share, 1.0, ">=", "", share >= 1.0,
+            f"the call ran again with every mma result offset by +1: {share:.1%} of C's elements "
+            "moved" + ("" if share >= 1.0 else "; the rest of C was computed another way (FP32 "
+                       "cores, the host, MMAs whose results are dropped), which this lab does "
+                       "not grade as a tensor-core GEMM"), scored=False))
         return rules
 
     def rules_gpu(self, m: dict) -> list[RuleResult]:

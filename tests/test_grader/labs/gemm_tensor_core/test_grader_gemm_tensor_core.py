@@ -45,10 +45,11 @@ def test_solution_passes_in_budget_and_json_has_the_figures():
     assert seconds < 60, seconds        # the issue's budget, 2 cores
     d = json.loads(r.stdout)
     assert d["passed"] is True and d["score"] == 100
-    assert d["cases_passed"] == d["cases_total"] == 2 * len(lab.VISIBLE_SHAPES)
+    assert d["cases_passed"] == d["cases_total"] == 2 * len(lab.VISIBLE_SHAPES) + len(lab.BIG_BF16)
     assert {c["params"]["dtype"] for c in d["cases"]} == {"float16", "bfloat16"}
     rules = {x["name"]: x for x in d["rules"]}
     assert [UTIL, SPEED, BANKS, OVERLAP] == list(rules)[:4]
+    assert rules[lab.FROM_MMA.name]["measured"] == pytest.approx(1.0)
     assert all(x["passed"] for x in rules.values())
     # double buffering over 4 k-tiles of 32: 3 of 4 tiles' copies in flight across MMAs
     assert rules[OVERLAP]["measured"] == pytest.approx(75.0)
@@ -66,11 +67,10 @@ def test_untouched_lab_fails_with_not_implemented():
 
 @pytest.fixture(scope="module")
 def ladder_figures():
-    """The lab's four sim figures for each of chapter 2's tensor-core kernels at PERF_N, with v4
-    (FP32 SIMT) as the speedup's baseline, as the grader computes them."""
+    """The lab's sim figures (``spec.figures``) for chapter 2's tensor-core kernels tc2-tc4 and
+    for v4 (FP32 register tiles) at PERF_N, with lab 2's tiled kernel (v3) as the baseline."""
     from numba import cuda
 
-    from grader.labs._cuda import shared_ideal, total_counters
     from kernellab import sim
     from kernellab.kernels import gemm_cuda, gemm_tc
 
@@ -84,34 +84,31 @@ def ladder_figures():
             f(cuda.to_device(a), cuda.to_device(b), cuda.to_device(np.zeros((n, n), np.float32)))
         return [launch_dict(s) for s in cap.launches]
 
-    base = lab.sm_seconds(launches(gemm_cuda.gemm_v4, A.astype(np.float32),
-                                   B.astype(np.float32)), 2.0 * n ** 3)
-    out = {}
+    A32, B32 = A.astype(np.float32), B.astype(np.float32)
+    base = launches(gemm_cuda.gemm_v3, A32, B32)
+    out = {"v4": lab.figures(launches(gemm_cuda.gemm_v4, A32, B32), base, n)}
     for name, f in gemm_tc.LADDER.items():
         if name.startswith("tc1"):      # no shared tiles: slow to simulate, brackets nothing
             continue
-        sub = launches(lambda a, b, c, f=f: f(a.copy_to_host(), b.copy_to_host(), c), A, B)
-        ts = lab.sm_seconds(sub, lab.fp32_flops_left(sub, n))
-        t = total_counters(sub)
-        ideal = shared_ideal(sub)
-        waves = t["shared_load_wavefronts"] + t["shared_store_wavefronts"]
-        out[name] = {"util": 2.0 * n ** 3 / 312e12 / ts["seconds"],
-                     "speed": base["seconds"] / ts["seconds"],
-                     "conflict": waves / ideal if ideal else 1.0,
-                     "overlap": t["cp_async_overlapped_bytes"] / t["global_load_bytes"]}
+        out[name] = lab.figures(
+            launches(lambda a, b, c, f=f: f(a.copy_to_host(), b.copy_to_host(), c), A, B),
+            base, n)
     return out
 
 
 def test_the_ladder_brackets_every_threshold(ladder_figures):
     f = ladder_figures
-    tc2, tc3, tc4 = f["tc2_ldmatrix"], f["tc3_swizzled"], f["tc4_cp_async"]
-    # the conflicted ldmatrix kernel fails the peak share, speed and banks; swizzling passes them
-    assert tc2["util"] < lab.MIN_PEAK_SHARE <= tc3["util"]
-    assert tc2["speed"] < lab.MIN_SPEEDUP <= tc3["speed"]
+    tc2, tc3, tc4, v4 = f["tc2_ldmatrix"], f["tc3_swizzled"], f["tc4_cp_async"], f["v4"]
+    # no FP32-core kernel can pass the speedup or the peak-share rule: the FP32 roof
+    assert v4["fp32_roof_speedup"] < lab.MIN_SPEEDUP and 19.5 / 312 < lab.MIN_PEAK_SHARE
+    assert v4["speedup"] <= v4["fp32_roof_speedup"] and v4["peak_share"] < lab.MIN_PEAK_SHARE
+    # the conflicted ldmatrix kernel beats any FP32 kernel but fails the peak share and banks
+    assert tc2["speedup"] >= lab.MIN_SPEEDUP
+    assert tc2["peak_share"] < lab.MIN_PEAK_SHARE <= tc3["peak_share"]
     assert tc2["conflict"] > lab.MAX_CONFLICT >= tc3["conflict"]
     # only cp.async double buffering passes the overlap rule
     assert tc3["overlap"] == 0.0 < lab.MIN_OVERLAP <= tc4["overlap"]
-    assert tc4["util"] > tc3["util"] and tc4["speed"] > tc3["speed"]
+    assert tc4["peak_share"] > tc3["peak_share"] and tc4["speedup"] > tc3["speedup"]
 
 
 def test_bfloat16_arrays_cross_the_worker_boundary(tmp_path):
