@@ -456,7 +456,8 @@ def test_cp_async_zfill_fills_the_rest_with_zeros():
     for ln in range(32):
         want[ln, sb[ln] // 4:] = 0
     assert np.array_equal(out, want)
-    assert st.counters["cp_async_bytes"] == 32 * 16
+    # the bytes read from global memory: a zero fill reads (and counts) nothing
+    assert st.counters["cp_async_bytes"] == int(sb.sum())
 
 
 def _two_groups(read_newest):
@@ -613,6 +614,7 @@ def test_mma_and_cp_async_counters(overlapped):
     assert c["mma_ops"] == 2 * 3                   # warp-level: 3 in each of 2 warps
     assert c["cp_async_bytes"] == 64 * 16
     assert c["cp_async_overlapped_bytes"] == (64 * 16 if overlapped else 0)
+    assert c["mma_ops_covered"] == (2 * 3 if overlapped else 0)   # MMAs with copies in flight
     assert D.tolist() == A[:, :, 0].ravel().astype(np.float32).tolist()
 
 
@@ -627,14 +629,21 @@ def test_model_tensor_component_with_and_without_overlap():
     a100 = PROFILES["a100"]
     share = 10 / a100.sm_count
     mma_s = 5_000_000 * 4096 / (312e12 * share)
-    hidden = modelled_time(dict(base, cp_async_overlapped_bytes=32_000_000), "a100")
+    hidden = modelled_time(dict(base, cp_async_overlapped_bytes=32_000_000,
+                                mma_ops_covered=5_000_000), "a100")
     assert hidden.breakdown["tensor"] == pytest.approx(mma_s, rel=1e-12)
+    # every byte in flight but few MMAs covered (one MMA between each copy and its wait): the
+    # overlap is the smaller share
+    few = modelled_time(dict(base, cp_async_overlapped_bytes=32_000_000,
+                             mma_ops_covered=500_000), "a100")
     exposed = modelled_time(dict(base, cp_async_overlapped_bytes=0), "a100")
     glob = exposed.breakdown["global"]
     assert glob == pytest.approx(32_000_000 / (a100.l2_bytes_per_s * share), rel=1e-12)
     assert exposed.breakdown["tensor"] == pytest.approx(mma_s + glob, rel=1e-12)
     assert exposed.bound == "tensor" and exposed.seconds > hidden.seconds
-    half = modelled_time(dict(base, cp_async_overlapped_bytes=16_000_000), "a100")
+    assert few.breakdown["tensor"] == pytest.approx(mma_s + 0.9 * glob, rel=1e-12)
+    half = modelled_time(dict(base, cp_async_overlapped_bytes=16_000_000,
+                              mma_ops_covered=5_000_000), "a100")
     assert half.breakdown["tensor"] == pytest.approx(mma_s + glob / 2, rel=1e-12)
     assert modelled_time(dict(base, mma_ops=0), "a100").breakdown["tensor"] == 0.0
 
