@@ -127,6 +127,12 @@ def _literal_intrinsic(fn):
     return _intrinsic(target="cuda", prefer_literal=True)(fn)
 
 
+def _bad(what: str):
+    """A typing error in the course's words (numba reports it with the call's line)."""
+    from numba.core.errors import TypingError
+    raise TypingError(what)
+
+
 def _literal_int(types, t):
     return t.literal_value if isinstance(t, types.IntegerLiteral) else None
 
@@ -147,7 +153,9 @@ def _make_mma(kind):
               and isinstance(c, types.BaseTuple) and len(c) == 4
               and all(isinstance(t, (types.Float, types.Integer)) for t in c))
         if not ok:
-            return None
+            _bad(f"mma_m16n8k16_{kind}(a, b, c): a is a tuple of 4 uint32 registers (8 halves "
+                 "of A), b of 2 (4 halves of B), c of 4 float32 accumulators; got "
+                 f"{a}, {b}, {c}")
         sig = types.UniTuple(types.float32, 4)(a, b, c)
 
         def codegen(context, builder, signature, args):
@@ -182,8 +190,9 @@ def _make_ldmatrix(n, trans):
                 % (n, n, ".trans" if trans else "", regs))
 
     def typer(typingctx, arr, idx):
-        if not _index_ok(types, arr, idx) or arr.dtype.bitwidth != 16:
-            return None
+        if not _index_ok(types, arr, idx) or getattr(arr.dtype, "bitwidth", 0) != 16:
+            _bad(f"ldmatrix_x{n}(arr, idx): arr is a shared array of 16-bit elements (uint16, "
+                 f"float16) and idx one element's index; got {arr}, {idx}")
         ret = types.uint32 if n == 1 else types.UniTuple(types.uint32, n)
         sig = ret(arr, idx)
 
@@ -220,8 +229,12 @@ def _make_cp_async(zfill):
         if not zfill and rest:
             return None
         nb = _literal_int(types, nbytes)
-        if nb not in (4, 8, 16) or not _index_ok(types, dst, di) or not _index_ok(types, src, si):
-            return None
+        if nb not in (4, 8, 16):
+            _bad(f"cp_async: nbytes must be the constant 4, 8 or 16, got {nbytes}")
+        if not _index_ok(types, dst, di) or not _index_ok(types, src, si):
+            _bad("cp_async(dst, di, src, si, ...): dst and src are arrays and di, si one "
+                 f"element's index of each (an integer, or a tuple of one per dimension); got "
+                 f"{dst}, {di}, {src}, {si}")
         sig = types.void(dst, di, src, si, nbytes, *rest)
         text = _CP_ASYNC % ("cg" if nb == 16 else "ca", nb, ", $2" if zfill else "")
 
@@ -276,7 +289,7 @@ def _make_wait_group():
     def cp_async_wait_group(typingctx, n):
         k = _literal_int(types, n)
         if k is None or not 0 <= k <= 7:
-            return None
+            _bad(f"cp_async_wait_group(n): n must be a constant 0..7 (a PTX immediate), got {n}")
 
         def codegen(context, builder, signature, args):
             fnty = ir.FunctionType(ir.VoidType(), [])

@@ -30,14 +30,20 @@ _CANDIDATES = re.compile(r"^\s*There are \d+ candidate implementations")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+#: a candidate's own error inside numba's candidate list ("TypingError: <message>")
+_SPECIFIC = re.compile(r"^\s+TypingError: (.+)$")
+
+
 def trim_compiler_message(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     """The useful part of a numba-cuda compiler message.
 
     numba's "No implementation of function ... found for signature" errors list every candidate
     overload and why each failed, nested several levels deep (its ``str()`` runs to many lines).
     Kept: the summary up to the candidate list (the function and the argument types it was called
-    with), then whatever follows the list at the top level (``During:`` lines, the source
-    snippet). ``raised from <numba file>`` lines, ``During: Pass <compiler pass>`` lines and
+    with), the first two distinct errors the candidates raised themselves (``because: ...``:
+    e.g. :mod:`kernellab.cuda_ext`'s intrinsics say what they take), then whatever follows the
+    list at the top level (``During:`` lines, the source snippet). ``raised from <numba file>``
+    lines, ``During: Pass <compiler pass>`` lines and
     colour codes are dropped; the result is cut at ``limit`` characters.
     """
     lines = _ANSI.sub("", message).splitlines()
@@ -46,8 +52,13 @@ def trim_compiler_message(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
         line = lines[i]
         if _CANDIDATES.match(line):
             i += 1
+            why = []        # the specific errors the candidates raised (an intrinsic's words)
             while i < len(lines) and (not lines[i].strip() or lines[i][:1].isspace()):
+                m = _SPECIFIC.match(lines[i])
+                if m and m.group(1) not in why and len(why) < 2:
+                    why.append(m.group(1))
                 i += 1
+            out.extend(f"because: {w}" for w in why)
             continue
         if not (_RAISED_FROM.match(line) or _DURING_PASS.match(line)):
             out.append(line.rstrip())

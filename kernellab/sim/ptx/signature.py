@@ -57,7 +57,13 @@ def signature_of(args) -> tuple:
             continue
         ary = _unwrap_array(arg)
         if ary is not None and ary.ndim > 0:
-            sig.append(_array_type(ary))
+            try:
+                sig.append(_array_type(ary))
+            except Exception as exc:  # noqa: BLE001 - numba has no type for this dtype
+                bits = (f" (pass its bits, X.view(np.uint{8 * ary.dtype.itemsize}), and convert "
+                        "in the kernel)" if ary.dtype.itemsize in (1, 2, 4, 8) else "")
+                raise TypeError(f"kernel argument {i}: numba-cuda has no type for arrays of "
+                                f"{ary.dtype}{bits}") from exc
             continue
         try:
             sig.append(numba.typeof(arg if ary is None else ary[()]))
