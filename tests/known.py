@@ -114,7 +114,7 @@ FULL = {
     "gemm-cuda": {"race_no_second_sync", "no_bounds_check", "no_zero_fill", "stub", "host_loop",
                   "host_then_copy", "str_in_kernel"},
     # its perf-rule known-wrongs are bracketed by the ladder in its lab test
-    "gemm-tensor-core": {"read_before_wait", "missing_store_tail", "fp16_accumulation"},
+    "gemm-tensor-core": {"read_before_wait", "missing_store_tail"},
     "softmax-cuda": set(),  # its generic test shares its gradings with the detail tests
     "winograd": {"sign_error_g", "fp16_transforms", "partial_tiles_dropped",
                  "filter_cache_by_shape"},

@@ -371,9 +371,7 @@ def _complete_group(launch, wq, mask, runq):
         d = _mma.mma_m16n8k16(np.array([by_lane[ln].wait[2][1] for ln in lanes], np.uint32),
                               np.array([by_lane[ln].wait[2][2] for ln in lanes], np.uint32),
                               np.array([by_lane[ln].wait[2][3] for ln in lanes], np.float32),
-                              kinds.pop())
-        if _OPTS["mma_offset"]:
-            d = d + np.float32(_OPTS["mma_offset"])
+                              kinds.pop(), _OPTS["mma_scale"])
         for i, ln in enumerate(lanes):
             results[ln] = tuple(d[i])
         c["mma_ops"] += 1

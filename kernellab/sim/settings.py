@@ -35,7 +35,7 @@ _OPTS = {
     "checks": os.environ.get("KERNELLAB_SIM_CHECKS", "full").strip() or "full",
     "sites": False,
     "compiled": os.environ.get("KERNELLAB_SIM_COMPILED", "auto").strip() or "auto",
-    "mma_offset": 0.0,
+    "mma_scale": 1.0,
 }
 
 
@@ -49,10 +49,10 @@ def configure(**opts) -> dict:
     requests and wavefronts, ``LaunchStats.shared_sites``; it adds to the logging cost, so it
     is off unless a grader asks), ``compiled`` ("auto": launches of enough threads take the
     compiled path, :mod:`kernellab.sim.compiled`; "always": every launch it can express;
-    "off": the greenlet executor only), ``mma_offset`` (float, default 0: added to every
-    element of every ``mma`` result; a grader's test that an output was computed from the
-    tensor cores' results, :mod:`kernellab.sim.sm80`). Raises ``ValueError`` for an unknown
-    option or executor.
+    "off": the greenlet executor only), ``mma_scale`` (float, default 1: every ``mma``
+    computes ``D = mma_scale * A @ B + C``; a grader's test that an output is the tensor
+    cores' product, :mod:`kernellab.sim.sm80`). Raises ``ValueError`` for an unknown option or
+    executor.
     """
     old = {}
     for k, v in opts.items():

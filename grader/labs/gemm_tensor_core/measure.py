@@ -2,7 +2,7 @@
 device arrays.
 
 ``measure_sim``: one call at M = N = K = ``plan["n"]`` captured with per-site counters, the
-same call again with every MMA result offset (the share of C computed from the MMAs), and lab
+same call again with every MMA's product doubled (the share of C that is the MMAs' product), and lab
 2's tiled kernel (chapter 2's v3, FP32) on the same values in float32, from the baseline
 cache. ``measure_gpu``: interleaved rounds of the submission and cupy.matmul in float16
 (cuBLAS) timed by CUDA events, each submission call checked right after it returns (Freivalds,
@@ -65,22 +65,30 @@ def measure_sim(spec, namespace: dict, plan: dict, workdir: Path) -> dict:
 
 
 def _share_from_mma(gemm, dA, dB, C) -> float:
-    """The share of C's elements computed from the tensor cores' results: ``gemm`` runs again
-    on the same inputs with every MMA result offset by +1 (``kernellab.sim.configure(
-    mma_offset=1)``); an element accumulated through at least one MMA moves by at least 1, one
-    computed another way (FP32 cores, the host) does not move."""
+    """The share of C's elements that are the tensor cores' product: ``gemm`` runs again on the
+    same inputs with every MMA computing ``2 A @ B + C`` (``kernellab.sim.configure(
+    mma_scale=2)``). A product accumulated by MMAs doubles (exactly, when the kernel's order of
+    accumulation is fixed: doubling commutes with float32 rounding); anything added to it another
+    way (FP32 cores, the host, MMAs on zeros) does not. Tolerance: twice the lab's K-aware bound,
+    for kernels whose accumulation order varies from run to run."""
     from numba import cuda
 
     from kernellab import sim
 
     dC = cuda.to_device(np.full(C.shape, np.nan, np.float32))
-    old = sim.configure(mma_offset=1.0)
+    old = sim.configure(mma_scale=2.0)
     try:
         gemm(dA, dB, dC)
     finally:
         sim.configure(**old)
-    moved = np.abs(dC.copy_to_host().astype(np.float64) - C) >= 0.5
-    return float(np.mean(moved))
+    A = dA.copy_to_host().astype(np.float64)
+    B = dB.copy_to_host().astype(np.float64)
+    K = A.shape[1]
+    absprod = np.abs(A) @ np.abs(B)
+    u32 = 2.0 ** -24
+    tol = 2 * (6 * np.sqrt(K) * (u32 + 2.0 ** -53) * 2 * absprod + u32 * np.abs(2 * C))
+    twice = np.abs(dC.copy_to_host().astype(np.float64) - 2.0 * C) <= tol
+    return float(np.mean(twice))
 
 
 def _cupy_matmul():

@@ -15,8 +15,8 @@ file.
   2 n^3 FLOP, however many MMAs were issued) >= ``MIN_PEAK_SHARE``;
   modelled speedup over lab 2's tiled kernel (chapter 2's v3, FP32 cores) >= ``MIN_SPEEDUP``;
   shared-memory bank-conflict degree <= ``MAX_CONFLICT``; global loads in flight across MMAs
-  >= ``MIN_OVERLAP``; gates: the timed product computed by kernels, and from the MMAs'
-  results (the call again with every MMA result offset: all of C moves).
+  >= ``MIN_OVERLAP``; gates: the timed product computed by kernels, and by the MMAs (the
+  call again with every MMA computing 2 A B + C: all of C doubles).
 * gpu rules: share of cuBLAS's FP16 GEMM (cupy) >= ``MIN_VS_CUBLAS`` (provisional until
   ``make gpu-check`` measures it); a gate: no faster than 1.5 x cuBLAS.
 """
@@ -158,8 +158,8 @@ OVERLAP = Rule("global loads in flight across MMAs", ">=", 100 * MIN_OVERLAP, "%
                "cp.async double buffering; synchronous tiles: 0%")
 WORK = Gate("the product was computed by kernels", ("sim",),
             "every element of C stored and every byte of A and B read by kernels")
-FROM_MMA = Gate("C was computed from the tensor cores' results", ("sim",),
-                "with every MMA result offset by +1, every element of C moves")
+FROM_MMA = Gate("C is the tensor cores' product", ("sim",),
+                "with every MMA computing 2 A B + C, every element of C doubles")
 GPU_SPEED = Rule("share of cuBLAS's FP16 GEMM", ">=", 100 * MIN_VS_CUBLAS, "%", ("gpu",),
                  "provisional until make gpu-check measures the course's GPU")
 PLAUSIBLE = Rule("fastest timed call is plausible", "max<=",
@@ -288,10 +288,11 @@ class GemmTensorCore(CudaLab):
         share = float(m.get("from_mma", 0.0))
         rules.append(RuleResult(
             FROM_MMA.name, share, 1.0, ">=", "", share >= 1.0,
-            f"the call ran again with every mma result offset by +1: {share:.1%} of C's elements "
-            "moved" + ("" if share >= 1.0 else "; the rest of C was computed another way (FP32 "
-                       "cores, the host, MMAs whose results are dropped), which this lab does "
-                       "not grade as a tensor-core GEMM"), scored=False))
+            f"the call ran again with every mma computing 2 A B + C: {share:.1%} of C's "
+            "elements doubled" + ("" if share >= 1.0 else "; the rest of C was computed another "
+                                  "way (FP32 cores, the host, MMAs whose results are dropped or "
+                                  "on zeros), which this lab does not grade as a tensor-core "
+                                  "GEMM"), scored=False))
         return rules
 
     def rules_gpu(self, m: dict) -> list[RuleResult]:
