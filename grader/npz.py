@@ -9,6 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 SEP = "::"
+#: the ml_dtypes names :func:`load` restores
+_KNOWN = frozenset({"bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                    "float8_e5m2fnuz", "int4", "uint4"})
 
 
 def _foreign(dt: np.dtype) -> bool:
@@ -38,6 +41,8 @@ def load(path) -> dict:
                 import ml_dtypes
 
                 name, dt = k.split(SEP, 1)
+                if dt not in _KNOWN:    # the worker's file is not trusted: no arbitrary names
+                    raise ValueError(f"array {name!r}: unknown dtype {dt!r}")
                 a = a.view(np.dtype(getattr(ml_dtypes, dt)))
                 k = name
             out[k] = a

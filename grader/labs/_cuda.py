@@ -24,7 +24,7 @@ LAUNCH_COUNTERS = (
     "shared_store_requests", "shared_load_elements", "shared_store_elements",
     "shared_load_wavefronts", "shared_store_wavefronts", "shared_bytes_per_block", "barriers",
     "warp_syncs", "shuffles", "atomics", "local_frame_bytes", "local_touched_bytes",
-    "mma_ops", "mma_ops_covered", "cp_async_bytes", "cp_async_overlapped_bytes",
+    "mma_ops", "cp_async_bytes", "cp_async_overlapped_bytes",
 )
 
 

@@ -24,6 +24,7 @@ from kernellab.sim import arrays as _a
 from kernellab.sim import content_digest
 from kernellab.sim import racecheck as _racecheck
 from kernellab.sim import wide as _wide
+from kernellab.sim.sm80 import block_overlap as _sm80_block_overlap
 from kernellab.sim.arrays import (
     AID_SHIFT, ATOMIC_BIT, CTX_SHIFT, OFF_BITS, OFF_MASK, SITE_MASK, W_SHIFT, WRITE_BIT,
     _STORE_BITS, SimArray, _codes, _ctx_ids, _ctxs, _idx_str, _join, _listeners, _new_log, _Root,
@@ -120,7 +121,6 @@ class _Launch(_Explain):
         self.block_max = dict.fromkeys(BLOCK_MAX_KEYS, 0)
         self.has_wide = False       # an alias root exists (kernellab.sim.sm80's accesses)
         self.warp_mma = {}          # warp -> mma instructions it issued (the running block)
-        self.warp_inflight = {}     # warp -> cp.async bytes its lanes have in flight
 
     # -- a block (both executors)
     def begin_block(self, ctaid, blin):
@@ -135,7 +135,6 @@ class _Launch(_Explain):
         self.epoch = 0
         self.bar_sites = []
         self.warp_mma = {}
-        self.warp_inflight = {}
         self.block_start_flush = True
         self.block_open = True
         self.block_event0 = self.nwevents
@@ -154,6 +153,7 @@ class _Launch(_Explain):
         for k, w1, w0 in zip(BLOCK_MAX_KEYS, _block_work(c), work0):
             bm[k] = max(bm[k], w1 - w0)
         _local_footprints(self)
+        _sm80_block_overlap(self, self.threads)
         c["shared_bytes_per_block"] = max(c["shared_bytes_per_block"],
                                           self.shared_bytes + (self.dynshared_size or 0))
 
@@ -254,8 +254,8 @@ class _Launch(_Explain):
         root.wrapper = _wrap(arr, root, 0)
         return root.wrapper
 
-    def wide_root(self, root, width):
-        return _wide.wide_root(self, root, width)
+    def wide_root(self, root, width, check_only=False):
+        return _wide.wide_root(self, root, width, check_only)
 
     # -- access logs. A thread's log is closed into a segment at each barrier, __syncwarp,
     # forced switch and exit; segments are analysed in bulk by flush(), at the end of a block
@@ -363,12 +363,13 @@ class _Launch(_Explain):
                 memo_arrays = (k, meta_)
                 before = {n_: self.counters[n_] for n_ in SHARED_KEYS}
             self.shared_rows = None
-            xk = None
-            if self.has_wide:
-                xk, xcols = _wide.expand(self.roots, k, [t, b, i, w, st, e, cx])
-            self._count(k, t, b, i, st, xkey=xk)
-            if xk is not None:
-                k, (t, b, i, w, st, e, cx) = xk, xcols
+            if self.has_wide:       # wide accesses: counted at their width, checked per element
+                cnt = _wide.for_count(self.roots, k, t, b, i, st)
+                if cnt is not None:
+                    self._count(*cnt[:5], xkey=cnt[5])
+                k, (t, b, i, w, st, e, cx) = _wide.expand(self.roots, k, [t, b, i, w, st, e, cx])
+            else:
+                self._count(k, t, b, i, st)
             if _OPTS["race_check"]:
                 self._races(k, t, b, i, w, st, e, cx)
             if not glob:

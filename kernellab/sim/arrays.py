@@ -102,7 +102,7 @@ class _Root:
     __slots__ = ("name", "space", "arr", "flat", "itemsize", "base", "aid", "key", "elems",
                  "wowner", "rowner", "dram_r", "dram_w", "written", "shape", "first",
                  "nload", "nstore", "natomic", "digest0", "stored", "dram_a", "wide", "alias",
-                 "wrapper", "pending", "npending", "views")
+                 "wrapper", "pending", "npending", "views", "check_only")
 
     def __init__(self, name, space, arr, base, aid):
         self.name = name
@@ -132,6 +132,7 @@ class _Root:
         self.pending = None     # shared: cp.async copies not yet waited for, per element
         self.npending = 0
         self.views = None       # shared: the views (slices) of it the block's threads made
+        self.check_only = False  # an alias whose log entries only the checks see
 
 
 # A log entry is one int: (array id << 37) | (is_write << 36) | (is_atomic << 35) | element

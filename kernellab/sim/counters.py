@@ -11,11 +11,11 @@ sector once (compulsory traffic); ``shuffles``/``votes``/``warp_syncs`` warp col
 thread's local-memory frame (the PTX local depot; per launch, not summed) and
 ``local_touched_bytes`` the bytes all threads stored to it (the model charges them when the
 frames of an SM's resident threads overflow L1: :func:`kernellab.sim.model.local_traffic`);
-``mma_ops`` warp-level ``mma.m16n8k16`` instructions (4096 FLOP each) and ``mma_ops_covered``
-those issued while their warp had ``cp.async`` bytes in flight, ``cp_async_bytes`` the bytes
-``cp.async`` read from global memory (a zero fill reads none) and ``cp_async_overlapped_bytes``
-those whose group completed after the issuing warp had issued an ``mma`` since the copy (copies
-in flight across tensor-core work: :mod:`kernellab.sim.model`).
+``mma_ops`` warp-level ``mma.m16n8k16`` instructions (4096 FLOP each), ``cp_async_bytes`` the
+bytes ``cp.async`` read from global memory (a zero fill reads none) and
+``cp_async_overlapped_bytes`` those in flight across tensor-core work: each completed group's
+bytes times the share of a pipeline stage's MMAs (its warp's MMAs / the thread's groups) that
+its warp issued while it was in flight (:func:`kernellab.sim.sm80.block_overlap`).
 """
 
 COUNTER_KEYS = (
@@ -30,5 +30,5 @@ COUNTER_KEYS = (
     "shared_load_wavefronts", "shared_store_wavefronts",
     "shared_bytes_per_block", "barriers", "warp_syncs", "shuffles", "votes", "atomics", "flops",
     "local_frame_bytes", "local_touched_bytes",
-    "mma_ops", "mma_ops_covered", "cp_async_bytes", "cp_async_overlapped_bytes",
+    "mma_ops", "cp_async_bytes", "cp_async_overlapped_bytes",
 )

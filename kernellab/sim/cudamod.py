@@ -303,7 +303,7 @@ class SimCudaModule(_kapi.FakeCUDAModule):
         _sm80.wait_group(n, _getframe(1))
 
     def cp_async_wait_all(self):
-        _sm80.wait_all()
+        _sm80.wait_all(_getframe(1))
 
     def ld_v2(self, arr, idx):
         return _sm80.ld_vec(arr, idx, 2, _getframe(1))

@@ -54,16 +54,15 @@ FLOP per clock per SM: 2048 on the A100 (312e12 / (108 x 1.41e9)), one m16n8k16 
 an SM, i.e. one every 8 clocks on each of its 4 tensor cores [derived]. **Overlap**
 [assumption]: loads that a warp has in flight while it issues MMAs cost no tensor-core time;
 loads it waits for first serialise with its MMAs (the model hides no latency behind other warps
-or blocks: occupancy is not modelled). The engine counts ``cp_async_overlapped_bytes``, the
-``cp.async`` bytes whose group completed after the issuing warp had issued an MMA since the
-copy (double buffering: the next tile's copy in flight across this tile's MMAs), and
-``mma_ops_covered``, the MMAs issued while their warp had copies in flight. The overlap ``o``
-(:func:`overlap`) is the smaller of two shares, overlapped bytes / ``global_load_bytes`` and
-covered MMAs / ``mma_ops``: the bulk of the loads must be in flight, and in flight across the
-bulk of the MMAs (one MMA between a copy and its wait, or one small copy in flight across all
-MMAs, is not overlap). ``tensor = mma_ops x 4096 / (fp16_tensor_flops x f) + (1 - o) x global``
-when ``mma_ops > 0``, else 0. A kernel that loads each tile synchronously before its MMAs
-therefore pays load + MMA time; a double-buffered one the larger of the two.
+or blocks: occupancy is not modelled). The engine counts ``cp_async_overlapped_bytes``: each
+completed ``cp.async`` group's bytes times the share of one pipeline stage's MMAs (its warp's
+MMAs / the thread's groups) that its warp issued while the group was in flight
+(:func:`kernellab.sim.sm80.block_overlap`). Double buffering over n tiles credits n - 1 of them
+in full; one MMA between a copy and its wait, a small copy in flight across every MMA, or a zero
+fill (no bytes read) credits little or nothing. With ``o`` = overlapped bytes /
+``global_load_bytes`` (:func:`overlap`), ``tensor = mma_ops x 4096 / (fp16_tensor_flops x f) +
+(1 - o) x global`` when ``mma_ops > 0``, else 0. A kernel that loads each tile synchronously
+before its MMAs therefore pays load + MMA time; a double-buffered one the larger of the two.
 
 What each counter costs:
 
@@ -636,15 +635,12 @@ def tensor_seconds(c: Mapping, p: DeviceProfile, share: float, global_s: float) 
 
 def overlap(c: Mapping) -> float:
     """The share of a launch's global loads in flight across its MMAs (module docstring,
-    "Tensor cores"): min(overlapped bytes / global load bytes, covered MMAs / MMAs), 0..1; 1
-    with no loads, 0 with no MMAs."""
-    mmas = _local_number(c, "mma_ops")
-    if not mmas:
+    "Tensor cores"): ``cp_async_overlapped_bytes / global_load_bytes``, 0..1; 1 with no loads,
+    0 with no MMAs."""
+    if not _local_number(c, "mma_ops"):
         return 0.0
     loads = _local_number(c, "global_load_bytes")
-    by_bytes = min(1.0, _local_number(c, "cp_async_overlapped_bytes") / loads) if loads else 1.0
-    by_mmas = min(1.0, _local_number(c, "mma_ops_covered") / mmas)
-    return min(by_bytes, by_mmas)
+    return min(1.0, _local_number(c, "cp_async_overlapped_bytes") / loads) if loads else 1.0
 
 
 def _launch_list(launches) -> list:

@@ -349,6 +349,13 @@ def _complete_group(launch, wq, mask, runq):
                 f"{u.wait[0]} at line {_line_of(*u.wait[4])})")
     by_lane = {u.lane: u for u in wq}
     results = {}
+    if op in ("mma", "ldmatrix"):       # .sync.aligned: one instruction, the same for every lane
+        sites = {_instr_start(*u.wait[4]) for u in wq}
+        if len(sites) != 1:
+            raise DivergenceError(
+                f"ctaid={_idx_str(launch.ctaid)} warp {first.warp}: the lanes reach {op} at "
+                f"{len(sites)} different places (line {_line_of(*first.wait[4])} and others): "
+                f"{op}.sync.aligned must be executed by every lane at the same instruction")
     if op == "activemask":
         results = dict.fromkeys(by_lane, np.uint32(mask))     # numba-cuda: uint32
     elif op == "syncwarp":
@@ -376,8 +383,6 @@ def _complete_group(launch, wq, mask, runq):
             results[ln] = tuple(d[i])
         c["mma_ops"] += 1
         launch.warp_mma[first.warp] = launch.warp_mma.get(first.warp, 0) + 1
-        if launch.warp_inflight.get(first.warp, 0) > 0:
-            c["mma_ops_covered"] += 1
     elif op == "ldmatrix":
         shapes = {u.wait[2][:2] for u in wq}
         if len(shapes) != 1:

@@ -50,8 +50,9 @@ def configure(**opts) -> dict:
     is off unless a grader asks), ``compiled`` ("auto": launches of enough threads take the
     compiled path, :mod:`kernellab.sim.compiled`; "always": every launch it can express;
     "off": the greenlet executor only), ``mma_scale`` (float, default 1: every ``mma``
-    computes ``D = mma_scale * A @ B + C``; a grader's test that an output is the tensor
-    cores' product, :mod:`kernellab.sim.sm80`). Raises ``ValueError`` for an unknown option or
+    computes ``D = mma_scale * A @ B + C``, applied where the warp collective completes,
+    :mod:`kernellab.sim.scheduler` and :func:`kernellab.sim.mma.mma_m16n8k16`; a grader's test
+    that an output is the tensor cores' product). Raises ``ValueError`` for an unknown option or
     executor.
     """
     old = {}

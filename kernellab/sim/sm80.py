@@ -19,7 +19,7 @@ What is checked, as a GPU or NVIDIA's Compute Sanitizer would fail it (PTX ISA, 
   flight): until then any thread's read or write of a destination element raises
   :class:`RaceError` naming both sides. After the wait, other threads see the data only after
   a barrier, as for a plain store (the race detector: the copy is logged as the issuing
-  thread's store when it is issued).
+  thread's store when it is issued, and again, uncounted, at the wait that completes it).
 
 Each access is logged once at its full width (an alias of the allocation with elements of that
 width: :meth:`kernellab.sim.analysis._Launch.wide_root`), so global sectors and shared-memory
@@ -33,7 +33,9 @@ from __future__ import annotations
 import numpy as np
 
 from kernellab.sim import arrays as _a
-from kernellab.sim.arrays import SLICE, WRITE_BIT, SimArray, _getframe, _warp_op, _where
+from kernellab.sim.arrays import (
+    SLICE, WRITE_BIT, SimArray, _getframe, _narrow, _warp_op, _where,
+)
 from kernellab.sim.errors import DivergenceError, OutOfBoundsError, RaceError
 
 FULL = 0xFFFFFFFF
@@ -91,11 +93,13 @@ def _located(arr, idx, nbytes, f, what, space=None, span=None):
     return root, pos
 
 
-def _log(root, pos, nbytes, write, f):
-    """Log one ``nbytes``-wide access of the allocation ``root`` at element ``pos``."""
+def _log(root, pos, nbytes, write, f, check_only=False):
+    """Log one ``nbytes``-wide access of the allocation ``root`` at element ``pos``
+    (``check_only``: seen by the race and uninitialised-read checks, not counted as traffic)."""
     if not _a._mode:
         return
-    wide = root if nbytes == root.itemsize else _a._launch.wide_root(root, nbytes)
+    wide = (root if nbytes == root.itemsize and not check_only
+            else _a._launch.wide_root(root, nbytes, check_only))
     log = _a._log
     log.append(wide.key + (pos * root.itemsize) // nbytes + (WRITE_BIT if write else 0))
     if _a._mode >= 2:
@@ -191,13 +195,16 @@ _a.pending_class = _pending_class
 
 class _Groups:
     """One thread's ``cp.async`` copies: the open group and the committed ones, oldest first;
-    each copy ``(root, pos, elements, bytes, mma count of its warp when issued)``."""
+    each copy ``(root, pos, elements, bytes read, mma count of its warp when issued, line)``;
+    ``done``: ``(bytes, MMAs its warp issued while it was in flight)`` of each completed group
+    that read bytes (:func:`block_overlap`)."""
 
-    __slots__ = ("open", "committed")
+    __slots__ = ("open", "committed", "done")
 
     def __init__(self):
         self.open = []
         self.committed = []
+        self.done = []
 
 
 def _groups():
@@ -207,16 +214,40 @@ def _groups():
     return t.cpg
 
 
-def _complete(group):
+def _complete(group, f):
+    """The thread's wait completes ``group``: its destinations are no longer pending, and are
+    logged again as this thread's stores *now* (a copy lands by the wait, so another thread may
+    read it only after a barrier that follows the wait; the log entry is for the race detector
+    only: it is not counted as traffic)."""
     L = _a._launch
-    c = L.counters
     warp = _a._cur.warp
     mmas = L.warp_mma.get(warp, 0)
+    nbytes_g, mma0_g = 0, None
     for root, pos, n, nbytes, mma0 in group:
         _drop_pending(root, pos, n)
-        L.warp_inflight[warp] -= nbytes
-        if mmas > mma0:
-            c["cp_async_overlapped_bytes"] += nbytes
+        nbytes_g += nbytes
+        mma0_g = mma0 if mma0_g is None else min(mma0_g, mma0)
+        _log(root, pos, n * root.itemsize, True, f, check_only=True)
+    if nbytes_g:
+        _a._cur.cpg.done.append((nbytes_g, mmas - mma0_g))
+
+
+def block_overlap(launch, threads) -> None:
+    """Fold the finished block's completed ``cp.async`` groups into
+    ``cp_async_overlapped_bytes``: a group's bytes count in the share of the MMAs a tile needs
+    that ran while it was in flight, ``min(1, MMAs in flight / (warp's MMAs / thread's groups))``
+    -- the MMAs of one pipeline stage. Double buffering over n tiles credits n - 1 groups fully;
+    one MMA between a copy and its wait credits a fraction; a group that copies nothing counts
+    nothing."""
+    total = 0.0
+    for t in threads:
+        g = t.cpg
+        if g is None or not g.done:
+            continue
+        per_group = launch.warp_mma.get(t.warp, 0) / len(g.done)
+        if per_group > 0:
+            total += sum(b * min(1.0, m / per_group) for b, m in g.done)
+    launch.counters["cp_async_overlapped_bytes"] += int(round(total))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,7 +312,6 @@ def cp_async(dst, di, src, si, nbytes, src_bytes, f):
     warp = _a._cur.warp
     # the bytes read from global memory (a zero fill reads nothing), in flight until the wait
     L.counters["cp_async_bytes"] += sb
-    L.warp_inflight[warp] = L.warp_inflight.get(warp, 0) + sb
     _groups().open.append((droot, dpos, n, sb, L.warp_mma.get(warp, 0)))
 
 
@@ -306,14 +336,14 @@ def wait_group(n, f):
                                "is 0..7, a constant")
     g = _groups()
     while len(g.committed) > n:
-        _complete(g.committed.pop(0))
+        _complete(g.committed.pop(0), f)
 
 
-def wait_all():
+def wait_all(f):
     commit_group()
     g = _groups()
     while g.committed:
-        _complete(g.committed.pop(0))
+        _complete(g.committed.pop(0), f)
 
 
 def ld_vec(arr, idx, n, f):
@@ -343,4 +373,8 @@ def st_vec(arr, idx, vals, n, f):
     if root.space == "s":
         _check_pending(root, pos, n, f, True)
     _log(root, pos, 4 * n, True, f)
-    root.flat[pos:pos + n] = np.array([root.flat.dtype.type(v) for v in vals])
+    for k, v in enumerate(vals):     # as a GPU store: an integer wraps to the element's width
+        try:
+            root.flat[pos + k] = v
+        except OverflowError:
+            root.flat[pos + k] = _narrow(v, root.flat.dtype)

@@ -2,9 +2,10 @@
 device arrays.
 
 ``measure_sim``: one call at M = N = K = ``plan["n"]`` captured with per-site counters, the
-same call again with every MMA's product doubled (the share of C that is the MMAs' product), and lab
-2's tiled kernel (chapter 2's v3, FP32) on the same values in float32, from the baseline
-cache. ``measure_gpu``: interleaved rounds of the submission and cupy.matmul in float16
+same call again with every MMA's product doubled (the share of C that is the MMAs' product),
+and lab 2's tiled kernel (chapter 2's v3, FP32) at the same size in float32, from the baseline
+cache (its counters do not depend on the values). ``measure_gpu``: interleaved rounds of the
+submission and cupy.matmul in float16
 (cuBLAS) timed by CUDA events, each submission call checked right after it returns (Freivalds,
 :func:`grader.labs._gemm.probably_correct` on the float32 product of the same inputs). Both
 write the last call for the grader's re-check. Imported by the worker only.

@@ -442,6 +442,74 @@ def test_a_read_through_a_view_while_the_copy_is_in_flight_is_a_race():
 
 
 @cuda.jit
+def k_mma_two_sites(D):
+    ln = cuda.laneid
+    z = (np.uint32(0), np.uint32(0), np.uint32(0), np.uint32(0))
+    c = (np.float32(0), np.float32(0), np.float32(0), np.float32(0))
+    if ln < 16:
+        d = cuda.mma_m16n8k16_f16(z, (z[0], z[1]), c)
+    else:
+        d = cuda.mma_m16n8k16_f16(z, (z[0], z[1]), c)      # the same op, another instruction
+    D[ln] = d[0]
+
+
+@needs_sim
+def test_mma_from_two_branches_is_not_one_aligned_instruction():
+    with pytest.raises(DivergenceError, match="same instruction"):
+        run(k_mma_two_sites, 1, 32, np.zeros(32, np.float32))
+
+
+@cuda.jit
+def k_barrier_before_wait(A, out):
+    s = cuda.shared.array(64, np.uint32)
+    t = cuda.threadIdx.x
+    cuda.cp_async(s, t, A, t, 4)
+    cuda.cp_async_commit_group()
+    cuda.syncthreads()                       # too early: the copies land at the waits below
+    cuda.cp_async_wait_all()
+    out[t] = s[(t + 1) % 64]                 # another thread's copy, no barrier after its wait
+
+
+@needs_sim
+def test_a_barrier_before_the_wait_does_not_publish_the_copy():
+    with pytest.raises(RaceError):
+        run(k_barrier_before_wait, 1, 64, np.arange(64, dtype=np.uint32),
+            np.zeros(64, np.uint32))
+
+
+def _dummy_overlap():
+    @cuda.jit
+    def k(A, D):
+        # synchronous tiles dressed up: one MMA between each copy and its wait, then the
+        # tile's 4 real MMAs with nothing in flight
+        s = cuda.shared.array((2, 32, 8), np.uint16)
+        ln = cuda.laneid
+        w = cuda.threadIdx.x // 32
+        z = (np.uint32(0), np.uint32(0), np.uint32(0), np.uint32(0))
+        acc = (np.float32(0), np.float32(0), np.float32(0), np.float32(0))
+        for tile in range(2):
+            cuda.cp_async(s, (w, ln, 0), A, (w, ln, 0), 16)
+            cuda.cp_async_commit_group()
+            acc = cuda.mma_m16n8k16_f16(z, (z[0], z[1]), acc)
+            cuda.cp_async_wait_all()
+            cuda.syncthreads()
+            for _ in range(4):
+                acc = cuda.mma_m16n8k16_f16(z, (z[0], z[1]), acc)
+            cuda.syncthreads()
+        D[cuda.threadIdx.x] = acc[0]
+    return k
+
+
+@needs_sim
+def test_one_mma_between_a_copy_and_its_wait_is_not_overlap():
+    st = run(_dummy_overlap(), 1, 64, np.zeros((2, 32, 8), np.uint16), np.zeros(64, np.float32))
+    c = st.counters
+    # each group was in flight across 1 of the 5 MMAs a stage has: a fifth of its bytes
+    assert c["cp_async_bytes"] == 2 * 64 * 16
+    assert c["cp_async_overlapped_bytes"] == round(c["cp_async_bytes"] / 5)
+
+
+@cuda.jit
 def k_zfill(A, src_bytes, out):
     s = cuda.shared.array((32, 4), np.uint32)
     ln = cuda.laneid
@@ -620,7 +688,6 @@ def test_mma_and_cp_async_counters(overlapped):
     assert c["mma_ops"] == 2 * 3                   # warp-level: 3 in each of 2 warps
     assert c["cp_async_bytes"] == 64 * 16
     assert c["cp_async_overlapped_bytes"] == (64 * 16 if overlapped else 0)
-    assert c["mma_ops_covered"] == (2 * 3 if overlapped else 0)   # MMAs with copies in flight
     assert D.tolist() == A[:, :, 0].ravel().astype(np.float32).tolist()
 
 
@@ -635,21 +702,16 @@ def test_model_tensor_component_with_and_without_overlap():
     a100 = PROFILES["a100"]
     share = 10 / a100.sm_count
     mma_s = 5_000_000 * 4096 / (312e12 * share)
-    hidden = modelled_time(dict(base, cp_async_overlapped_bytes=32_000_000,
-                                mma_ops_covered=5_000_000), "a100")
+    hidden = modelled_time(dict(base, cp_async_overlapped_bytes=32_000_000), "a100")
     assert hidden.breakdown["tensor"] == pytest.approx(mma_s, rel=1e-12)
-    # every byte in flight but few MMAs covered (one MMA between each copy and its wait): the
-    # overlap is the smaller share
-    few = modelled_time(dict(base, cp_async_overlapped_bytes=32_000_000,
-                             mma_ops_covered=500_000), "a100")
+    few = modelled_time(dict(base, cp_async_overlapped_bytes=3_200_000), "a100")
     exposed = modelled_time(dict(base, cp_async_overlapped_bytes=0), "a100")
     glob = exposed.breakdown["global"]
     assert glob == pytest.approx(32_000_000 / (a100.l2_bytes_per_s * share), rel=1e-12)
     assert exposed.breakdown["tensor"] == pytest.approx(mma_s + glob, rel=1e-12)
     assert exposed.bound == "tensor" and exposed.seconds > hidden.seconds
     assert few.breakdown["tensor"] == pytest.approx(mma_s + 0.9 * glob, rel=1e-12)
-    half = modelled_time(dict(base, cp_async_overlapped_bytes=16_000_000,
-                              mma_ops_covered=5_000_000), "a100")
+    half = modelled_time(dict(base, cp_async_overlapped_bytes=16_000_000), "a100")
     assert half.breakdown["tensor"] == pytest.approx(mma_s + glob / 2, rel=1e-12)
     assert modelled_time(dict(base, mma_ops=0), "a100").breakdown["tensor"] == 0.0
 
