@@ -487,7 +487,7 @@ def _dummy_overlap():
         w = cuda.threadIdx.x // 32
         z = (np.uint32(0), np.uint32(0), np.uint32(0), np.uint32(0))
         acc = (np.float32(0), np.float32(0), np.float32(0), np.float32(0))
-        for tile in range(2):
+        for _tile in range(2):
             cuda.cp_async(s, (w, ln, 0), A, (w, ln, 0), 16)
             cuda.cp_async_commit_group()
             acc = cuda.mma_m16n8k16_f16(z, (z[0], z[1]), acc)
