@@ -254,9 +254,6 @@ class _Launch(_Explain):
         root.wrapper = _wrap(arr, root, 0)
         return root.wrapper
 
-    def wide_root(self, root, width, check_only=False):
-        return _wide.wide_root(self, root, width, check_only)
-
     # -- access logs. A thread's log is closed into a segment at each barrier, __syncwarp,
     # forced switch and exit; segments are analysed in bulk by flush(), at the end of a block
     # once enough have piled up (never inside a barrier interval, except when a forced

@@ -22,7 +22,7 @@ What is checked, as a GPU or NVIDIA's Compute Sanitizer would fail it (PTX ISA, 
   thread's store when it is issued, and again, uncounted, at the wait that completes it).
 
 Each access is logged once at its full width (an alias of the allocation with elements of that
-width: :meth:`kernellab.sim.analysis._Launch.wide_root`), so global sectors and shared-memory
+width: :func:`kernellab.sim.wide.wide_root`), so global sectors and shared-memory
 phases and wavefronts are those of a 64- or 128-bit request (8 or 16 lanes a phase). Known
 limit: within one barrier interval, mixing ``ldmatrix`` of different widths (``.x1``/``.x2``,
 where only some lanes give addresses) on one array can merge requests differently from a GPU.
@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernellab.sim import arrays as _a
+from kernellab.sim import wide as _wide
 from kernellab.sim.arrays import (
     SLICE, WRITE_BIT, SimArray, _getframe, _narrow, _warp_op, _where,
 )
@@ -99,7 +100,7 @@ def _log(root, pos, nbytes, write, f, check_only=False):
     if not _a._mode:
         return
     wide = (root if nbytes == root.itemsize and not check_only
-            else _a._launch.wide_root(root, nbytes, check_only))
+            else _wide.wide_root(_a._launch, root, nbytes, check_only))
     log = _a._log
     log.append(wide.key + (pos * root.itemsize) // nbytes + (WRITE_BIT if write else 0))
     if _a._mode >= 2:

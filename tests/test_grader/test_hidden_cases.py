@@ -22,6 +22,7 @@ KERNELLAB = Path(sys.executable).parent / "kernellab"
 GOOD = {
     "gemm-cpu": ({"M": 3, "N": 4, "K": 5}, "N"),
     "gemm-cuda": ({"M": 3, "N": 4, "K": 5}, "N"),
+    "gemm-tensor-core": ({"M": 3, "N": 4, "K": 5}, "N"),
     "softmax-cuda": ({"fn": "softmax", "M": 3, "N": 4}, "N"),
     "winograd": ({"N": 1, "C": 2, "K": 3, "H": 4, "W": 5}, "N"),
     "flash-attention": ({"N": 17, "d": 32}, "N"),
@@ -42,7 +43,7 @@ MALFORMED = [
     ("zero", lambda p, k: {**p, k: 0}, "{k} must be >= 1, not 0"),
     ("missing", lambda p, k: {x: v for x, v in p.items() if x != k}, "missing parameter {k}"),
     ("unknown key", lambda p, k: {**p, "stride": 2}, 'unknown parameter "stride"'),
-    ("dtype string", lambda p, k: {**p, "dtype": "bfloat16"}, "dtype"),
+    ("dtype string", lambda p, k: {**p, "dtype": "float8"}, "dtype"),
     ("not an object", lambda p, k: [p], "expected an object of parameters"),
     ("a string", lambda p, k: "M=3", "expected an object of parameters"),
 ]

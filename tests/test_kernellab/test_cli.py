@@ -154,7 +154,7 @@ def test_grade_or_start_without_a_lab_says_what_to_give(course, capsys):
     err = capsys.readouterr().err
     assert "required" not in err and "submission" not in err
     assert err.startswith("kernellab grade: give the lab: kernellab grade LAB [NOTEBOOK ...]; "
-                          "labs: gemm-cpu, gemm-cuda, softmax-cuda,"), err
+                          "labs: gemm-cpu, gemm-cuda, gemm-tensor-core, softmax-cuda,"), err
     assert main(["start"]) == 2
     assert "give the lab: kernellab start LAB; labs: gemm-cpu," in capsys.readouterr().err
 
