@@ -26,15 +26,41 @@ def gemm_case_data(case: Case) -> CaseData:
                     call=["A", "B", "C"])
 
 
-def gemm_check(data: CaseData, outputs: dict):
+def gemm_check(data: CaseData, outputs: dict, acc_dtype: str | None = None):
     """C against the float64 golden product of the same inputs, under the K-aware bound with
-    accumulation in the inputs' dtype (:class:`kernellab.numerics.KAware`). Returns a
-    kernellab.numerics.Comparison."""
+    accumulation and output in ``acc_dtype`` (default: the inputs' dtype)
+    (:class:`kernellab.numerics.KAware`). Returns a kernellab.numerics.Comparison."""
     A, B = data.inputs["A"], data.inputs["B"]
-    dt = A.dtype.name
-    policy = KAware(K=A.shape[1], acc_dtype=dt, out_dtype=dt,
+    acc = acc_dtype or A.dtype.name
+    policy = KAware(K=A.shape[1], acc_dtype=acc, out_dtype=acc,
                     abs_product=gemm_abs_product(A, B))
     return compare(outputs["C"], gemm_golden(A, B), policy)
+
+
+def device_work_problem(launches: list[dict], M: int, N: int, K: int,
+                        in_itemsize: int = 4) -> str | None:
+    """CUDA labs, sim tier: None if the captured launches can have produced C = A @ B (C
+    float32): at least one launch, at least M*N elements stored to global memory (plain stores
+    and atomics: a split-K kernel adds into C; or C's bytes, for wide vector stores), and every
+    byte of A and B read (compulsory DRAM reads >= ``in_itemsize`` (MK + KN) bytes; sector
+    rounding only adds). Else what is missing, in plain words."""
+    from grader.labs._cuda import total_counters
+
+    if not launches:
+        return ("no kernel was launched: gemm must compute C in a CUDA kernel (this lab grades "
+                "the kernel, not host code)")
+    t = total_counters(launches)
+    stored = t["global_store_elements"] + t["atomics"]
+    if stored < M * N and t["global_store_bytes"] < 4 * M * N:
+        return (f"the kernels stored {stored} element(s) to global memory, fewer than the "
+                f"{M * N} of C: the rest of C was computed on the host, which this lab does not "
+                "accept")
+    need = in_itemsize * (M * K + K * N)
+    if t["dram_read_bytes"] < need:
+        return (f"the kernels read {t['dram_read_bytes']} bytes of global memory, fewer than "
+                f"the {need} of A and B: C must be computed on the device from A and B, not "
+                "copied there from the host")
+    return None
 
 
 def probably_correct(A: np.ndarray, B: np.ndarray, C: np.ndarray, rng) -> bool:

@@ -21,7 +21,7 @@ from grader.labs._cuda import (
     modelled, modelled_seconds, total_counters, traffic_summary, unchecked_problem,
     with_costliest,
 )
-from grader.labs._gemm import gemm_case_data, gemm_check
+from grader.labs._gemm import device_work_problem, gemm_case_data, gemm_check
 from grader.rules import Rule, median
 from grader.spec import Case, CaseData, OneOf, RuleResult, Whole
 
@@ -45,28 +45,6 @@ GPU_N = 2048
 GPU_ROUNDS = 5
 MIN_SPEEDUP_GPU = 4.0
 PLAUSIBLE_VS_CUBLAS = 1.5
-
-
-def device_work_problem(launches: list[dict], M: int, N: int, K: int) -> str | None:
-    """None if the captured launches can have produced C = A @ B: at least one launch, at least
-    M*N elements stored to global memory (plain stores and atomics: a split-K kernel adds into
-    C), and every byte of A and B read (compulsory DRAM reads >= 4 (MK + KN) bytes; sector
-    rounding only adds). Else what is missing, in plain words."""
-    if not launches:
-        return ("no kernel was launched: gemm must compute C in a CUDA kernel (this lab grades "
-                "the kernel, not host code)")
-    t = total_counters(launches)
-    stored = t["global_store_elements"] + t["atomics"]
-    if stored < M * N:
-        return (f"the kernels stored {stored} element(s) to global memory, fewer than the "
-                f"{M * N} of C: the rest of C was computed on the host, which this lab does not "
-                "accept")
-    need = 4 * (M * K + K * N)
-    if t["dram_read_bytes"] < need:
-        return (f"the kernels read {t['dram_read_bytes']} bytes of global memory, fewer than "
-                f"the {need} of A and B: C must be computed on the device from A and B, not "
-                "copied there from the host")
-    return None
 
 
 def bytes_per_fma(launches: list[dict], M: int, N: int, K: int) -> float:

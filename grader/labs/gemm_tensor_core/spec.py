@@ -31,9 +31,8 @@ from grader.labs._cuda import (
 )
 from grader.rules import Rule, median
 from grader.spec import Case, CaseData, OneOf, RuleResult, Whole
-from kernellab.numerics import KAware, compare
+from grader.labs._gemm import device_work_problem, gemm_check
 from kernellab.sim.model import MMA_FLOPS
-from reference_kernels.gemm import gemm_abs_product, gemm_golden
 
 DTYPES = ("float16", "bfloat16")
 VISIBLE_SHAPES = [  # (M, N, K): tails in every dimension, K across several k-tiles; K and N
@@ -102,24 +101,6 @@ def fp32_flops_left(launches: list[dict], n: int) -> float:
     """The product's FLOP (2 n^3) not done by the launches' MMAs: charged at the FP32 peak."""
     mmas = total_counters(launches)["mma_ops"]
     return max(0.0, 2.0 * n ** 3 - MMA_FLOPS * mmas)
-
-
-def device_work_problem(launches: list[dict], M: int, N: int, K: int, isz: int = 2) -> str | None:
-    """None if the launches can have produced C = A @ B (at least one launch, every element of C
-    stored, every byte of A and B read); else what is missing, in plain words."""
-    if not launches:
-        return ("no kernel was launched: gemm must compute C in a CUDA kernel (this lab grades "
-                "the kernel, not host code)")
-    t = total_counters(launches)
-    stored = t["global_store_elements"] + t["atomics"]
-    if stored < M * N and t["global_store_bytes"] < 4 * M * N:
-        return (f"the kernels stored {t['global_store_bytes']} bytes to global memory, fewer "
-                f"than the {4 * M * N} of C: the rest was computed on the host")
-    need = isz * (M * K + K * N)
-    if t["dram_read_bytes"] < need:
-        return (f"the kernels read {t['dram_read_bytes']} bytes of global memory, fewer than "
-                f"the {need} of A and B: C must be computed on the device from A and B")
-    return None
 
 
 def figures(sub: list[dict], baseline: list[dict], n: int, profile: str = PROFILE) -> dict:
@@ -219,17 +200,14 @@ class GemmTensorCore(CudaLab):
                                              seed=1)))]
 
     def compare(self, case: Case, data: CaseData, outputs: dict):
-        A, B = data.inputs["A"], data.inputs["B"]
-        policy = KAware(K=A.shape[1], acc_dtype="float32", out_dtype="float32",
-                        abs_product=gemm_abs_product(A, B))
-        return compare(outputs["C"], gemm_golden(A, B), policy)
+        return gemm_check(data, outputs, acc_dtype="float32")
 
     def check_call(self, case: Case, data: CaseData, info: dict | None) -> str | None:
         if not info or info.get("tier") != "sim" or "launches" not in info:
             return None
         p = case.params
         return (unchecked_problem(info["launches"], info.get("unchecked", ()))
-                or device_work_problem(info["launches"], p["M"], p["N"], p["K"]))
+                or device_work_problem(info["launches"], p["M"], p["N"], p["K"], 2))
 
     # --------------------------------------------------------------- performance
     def perf_plan(self) -> dict:
@@ -252,7 +230,7 @@ class GemmTensorCore(CudaLab):
     def rules_sim(self, m: dict) -> list[RuleResult]:
         n = int(m["n"])
         sub = m["submission"]
-        work = unchecked_problem(sub) or device_work_problem(sub, n, n, n)
+        work = unchecked_problem(sub) or device_work_problem(sub, n, n, n, 2)
         rules = []
         if work is None:
             f = figures(sub, m["baseline"], n, m["profile"])
