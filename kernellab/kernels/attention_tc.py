@@ -172,15 +172,6 @@ def _pack(lo, hi):
     return a | (b << uint32(16))
 
 
-@cuda.jit(device=True)
-def _mma_row(acc, r, a, b0, b1):
-    """acc[r, 0:4] (one 16 x 8 tile's accumulators, C's fragment layout) += A @ B on the tensor
-    cores: ``a`` the A fragment (4 registers), ``b0, b1`` the B fragment."""
-    c = cuda.mma_m16n8k16_f16(a, (b0, b1), (acc[r, 0], acc[r, 1], acc[r, 2], acc[r, 3]))
-    for i in range(4):
-        acc[r, i] = c[i]
-
-
 _KERNELS = {}
 
 
@@ -293,8 +284,18 @@ def tc_kernel(d: int, Bc: int):
                         b4 = cuda.ldmatrix_x4(sK, (buf, 16 * n2 + (lane >> 4) * 8 + (lane & 7),
                                                    16 * kk + ((lane >> 3) & 1) * 8))
                         a = (qa[kk, 0], qa[kk, 1], qa[kk, 2], qa[kk, 3])
-                        _mma_row(acc_s, 2 * n2, a, b4[0], b4[1])
-                        _mma_row(acc_s, 2 * n2 + 1, a, b4[2], b4[3])
+                        c = cuda.mma_m16n8k16_f16(
+                            a, (b4[0], b4[1]),
+                            (acc_s[2 * n2, 0], acc_s[2 * n2, 1], acc_s[2 * n2, 2],
+                             acc_s[2 * n2, 3]))
+                        for i in range(4):
+                            acc_s[2 * n2, i] = c[i]
+                        c = cuda.mma_m16n8k16_f16(
+                            a, (b4[2], b4[3]),
+                            (acc_s[2 * n2 + 1, 0], acc_s[2 * n2 + 1, 1], acc_s[2 * n2 + 1, 2],
+                             acc_s[2 * n2 + 1, 3]))
+                        for i in range(4):
+                            acc_s[2 * n2 + 1, i] = c[i]
 
                 # 2. scale, mask, the tile's row max: this lane's, then its quad's. Element
                 # (n, i) is key k0 + 2t + 8n + (i & 1): masked when 8n + (i & 1) reaches
@@ -356,8 +357,18 @@ def tc_kernel(d: int, Bc: int):
                         b4 = cuda.ldmatrix_x4_trans(
                             sV, (buf, 16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7),
                                  16 * n2 + (lane >> 4) * 8))
-                        _mma_row(acc_o, 2 * n2, pa, b4[0], b4[1])
-                        _mma_row(acc_o, 2 * n2 + 1, pa, b4[2], b4[3])
+                        c = cuda.mma_m16n8k16_f16(
+                            pa, (b4[0], b4[1]),
+                            (acc_o[2 * n2, 0], acc_o[2 * n2, 1], acc_o[2 * n2, 2],
+                             acc_o[2 * n2, 3]))
+                        for i in range(4):
+                            acc_o[2 * n2, i] = c[i]
+                        c = cuda.mma_m16n8k16_f16(
+                            pa, (b4[2], b4[3]),
+                            (acc_o[2 * n2 + 1, 0], acc_o[2 * n2 + 1, 1], acc_o[2 * n2 + 1, 2],
+                             acc_o[2 * n2 + 1, 3]))
+                        for i in range(4):
+                            acc_o[2 * n2 + 1, i] = c[i]
             cuda.syncthreads()                  # block j read by all: its buffer is free
             it += 1
 
