@@ -169,8 +169,7 @@ def _make_mma(kind):
             ret = ir.LiteralStructType([f32] * 4)
             fnty = ir.FunctionType(ret, [i32] * 6 + [f32] * 4)
             cons = ",".join(["=f"] * 4 + ["r"] * 6 + ["f"] * 4)
-            out = builder.call(ir.InlineAsm(fnty, asm_text, cons, side_effect=True),
-                               av + bv + cv)
+            out = builder.call(ir.InlineAsm(fnty, asm_text, cons), av + bv + cv)
             return context.make_tuple(builder, signature.return_type,
                                       [builder.extract_value(out, i) for i in range(4)])
 
