@@ -224,6 +224,19 @@ def _store_c(C, acc, m0, n0, wm, wn, lane):
                     C[r, c] = acc[mi, ni, i]
 
 
+@cuda.jit(device=True)
+def _warp_tile(acc):
+    """Zero the warp's accumulators; (lane, the warp tile's row and column in the block tile,
+    the block tile's row and column in C)."""
+    for mi in range(2):
+        for ni in range(4):
+            for i in range(4):
+                acc[mi, ni, i] = 0.0
+    warp = cuda.threadIdx.x // 32
+    return (cuda.threadIdx.x % 32, (warp // 2) * WM, (warp % 2) * WN, cuda.blockIdx.y * BM,
+            cuda.blockIdx.x * BN)
+
+
 @cuda.jit
 def gemm_tc2_kernel(A, B, C, bf16, swz):
     """tc2 (``swz`` 0) and tc3 (``swz`` 1)."""
@@ -231,16 +244,7 @@ def gemm_tc2_kernel(A, B, C, bf16, swz):
     sA = cuda.shared.array((BM, BK), np.uint16)
     sB = cuda.shared.array((BK, BN), np.uint16)
     acc = cuda.local.array((2, 4, 4), np.float32)
-    for mi in range(2):
-        for ni in range(4):
-            for i in range(4):
-                acc[mi, ni, i] = 0.0
-    lane = cuda.threadIdx.x % 32
-    warp = cuda.threadIdx.x // 32
-    wm = (warp // 2) * WM
-    wn = (warp % 2) * WN
-    m0 = cuda.blockIdx.y * BM
-    n0 = cuda.blockIdx.x * BN
+    lane, wm, wn, m0, n0 = _warp_tile(acc)
     for k0 in range(0, K, BK):
         _stage_elements(A, B, sA, sB, m0, n0, k0, swz, True, True)
         cuda.syncthreads()
@@ -256,16 +260,7 @@ def gemm_tc4_kernel(A, B, C, bf16):
     sA = cuda.shared.array((2, BM, BK), np.uint16)
     sB = cuda.shared.array((2, BK, BN), np.uint16)
     acc = cuda.local.array((2, 4, 4), np.float32)
-    for mi in range(2):
-        for ni in range(4):
-            for i in range(4):
-                acc[mi, ni, i] = 0.0
-    lane = cuda.threadIdx.x % 32
-    warp = cuda.threadIdx.x // 32
-    wm = (warp // 2) * WM
-    wn = (warp % 2) * WN
-    m0 = cuda.blockIdx.y * BM
-    n0 = cuda.blockIdx.x * BN
+    lane, wm, wn, m0, n0 = _warp_tile(acc)
     async_a = K % 8 == 0            # 16-byte aligned rows: cp.async; else element loads
     async_b = N % 8 == 0
     nk = (K + BK - 1) // BK
