@@ -10,13 +10,14 @@ For each batch b and head h (the same operation as :mod:`kernellab.kernels.atten
 
 Contract (:func:`attention_tc`, :func:`attention_tc_lse`):
 
-* ``Q``, ``K``, ``V``, ``O``: one shape (B, H, N, d), float16; N >= 1 any length (tails
-  masked), d in :data:`HEAD_DIMS` (a multiple of 16: the k extent of one ``mma.m16n8k16``).
-  ``O`` is **float16**, written in place, rounded once from the float32 accumulator, what
-  FlashAttention-2 returns for float16 inputs (its output has the inputs' dtype); ``lse`` is
-  float32. Scores, statistics and both products accumulate in float32; the probabilities P
-  are rounded to float16 before P V (the A operand of an FP16 ``mma`` is FP16), as in
-  FlashAttention-2 and in the plain float16 attention the error rule measures.
+* ``Q``, ``K``, ``V``, ``O``: one shape (B, H, N, d) and one dtype, float16 or bfloat16
+  (``ml_dtypes``; the kernel sees the bits as uint16 and issues ``mma...f16`` or ``...bf16``);
+  N >= 1 any length (tails masked), d in :data:`HEAD_DIMS` (a multiple of 16: the k extent of
+  one ``mma.m16n8k16``). ``O`` has the inputs' dtype, written in place, rounded once from the
+  float32 accumulator, what FlashAttention-2 returns; ``lse`` is float32. Scores, statistics
+  and both products accumulate in float32; the probabilities P are rounded to the inputs'
+  dtype before P V (the A operand of the ``mma``), as in FlashAttention-2 and in the plain
+  same-dtype attention the error rule measures.
 * numpy arguments are copied to the device and ``O`` back; numba device arrays are used as
   they are (on the sim tier and on a GPU alike). ``TypeError`` for an argument that is neither;
   ``ValueError`` for a wrong rank, shape or dtype, d not in :data:`HEAD_DIMS`, a read-only
@@ -25,7 +26,7 @@ Contract (:func:`attention_tc`, :func:`attention_tc_lse`):
 * :func:`expected` is the check: the float64 golden output
   (``reference_kernels.attention.attention_golden``) and the rule chapter 5 and the
   flash-attention lab apply to float16 outputs (:func:`kernellab.numerics.flash_attention_rule`:
-  twice the error of a plain float16 attention, one ulp, the float32 rounding bound).
+  twice the error of a plain same-dtype attention, one ulp, the float32 rounding bound).
 
 The partition (one launch; grid (ceil(N / 64), B*H), 128 threads a block)::
 
@@ -55,7 +56,7 @@ The warps of a block share the K/V tiles in shared memory and nothing else: FA2'
 3. P to FP16 in registers: the C fragment of two adjacent 16 x 8 tiles of S (keys 16 k ..
    16 k + 15) holds, lane by lane, exactly the elements of the A fragment of the 16 x 16 tile
    P[:, 16 k: 16 k + 16] (a0 a1 = c0 c1 of the first tile, a2 a3 = its c2 c3, a4..a7 the same
-   of the second): two float32 round to float16 and pack into one register,
+   of the second): two float32 round to float16 (bfloat16) and pack into one register,
    ``lo | (hi << 16)``; no shuffle, no shared memory (:func:`p_fragment_map` checks it).
 4. O_w += P V_j on tensor cores: d / 8 tiles, Bc / 16 k-steps; V_j's B fragments from
    ``ldmatrix.x4.trans`` (V stored [key, dim] is B "row"-major: transposed on the fly).
@@ -109,6 +110,7 @@ import kernellab  # noqa: F401  (chooses the gpu/sim tier before numba.cuda is i
 from numba import cuda, float32, uint16, uint32
 from numba.core.types import float16
 
+from kernellab import bf16
 from kernellab.kernels._cuda_args import is_device_array
 
 __all__ = [
@@ -132,6 +134,14 @@ SMEM_LIMIT = 48 * 1024
 _FULL = 0xFFFFFFFF
 _NEG_INF = -math.inf
 _F16 = np.dtype(np.float16)
+
+
+def _dtype(dtype) -> np.dtype:
+    """float16 or bfloat16 as a numpy dtype; ValueError otherwise."""
+    dt = np.dtype(dtype)
+    if dt not in (_F16, bf16.BF16):
+        raise ValueError(f"the tensor-core kernel takes float16 or bfloat16, got {dt}")
+    return dt
 
 
 def tc_shared_bytes(d: int, Bc: int) -> int:
@@ -164,26 +174,57 @@ def _check_bc(d: int, Bc) -> int:
 
 
 @cuda.jit(device=True)
+def _f16_bits(x):
+    """float32 -> the uint16 bits of the nearest float16 (cvt.rn.f16.f32)."""
+    return float16(x).view(np.uint16)
+
+
+@cuda.jit(device=True)
 def _pack(lo, hi):
     """Two float32 rounded to float16 (cvt.rn.f16.f32) and packed into one .f16x2 register:
     ``lo`` in the low half (the element with the lower column index)."""
-    a = uint32(float16(lo).view(np.uint16))
-    b = uint32(float16(hi).view(np.uint16))
+    a = uint32(_f16_bits(lo))
+    b = uint32(_f16_bits(hi))
+    return a | (b << uint32(16))
+
+
+@cuda.jit(device=True)
+def _mma_f16(a, b, c):
+    """``mma...f32.f16.f16.f32`` (a device function, so that a kernel can pick its kind)."""
+    return cuda.mma_m16n8k16_f16(a, b, c)
+
+
+@cuda.jit(device=True)
+def _mma_bf16(a, b, c):
+    """``mma...f32.bf16.bf16.f32``."""
+    return cuda.mma_m16n8k16_bf16(a, b, c)
+
+
+@cuda.jit(device=True)
+def _pack_bf16(lo, hi):
+    """:func:`_pack` for a .bf16x2 register (cvt.rn.bf16.f32: :func:`kernellab.bf16.narrow`)."""
+    a = uint32(bf16.narrow(lo))
+    b = uint32(bf16.narrow(hi))
     return a | (b << uint32(16))
 
 
 _KERNELS = {}
 
 
-def tc_kernel(d: int, Bc: int):
-    """The kernel for head dimension ``d`` and key block ``Bc`` (shared arrays and register
-    arrays need their shapes at compile time: one kernel per pair, cached). Launch with grid
+def tc_kernel(d: int, Bc: int, dtype=_F16):
+    """The kernel for head dimension ``d``, key block ``Bc`` and element type ``dtype``
+    (float16 or bfloat16: the mma kind and the rounding of P and O; shared arrays and register
+    arrays need their shapes at compile time: one kernel per triple, cached). Launch with grid
     (ceil(N / BR), B*H) and WARPS * 32 = 128 threads: ``k(Q, K, V, O, lse, scale, causal)`` with
-    Q, K, V, O uint16 views of float16 (B, H, N, d) arrays and lse float32 (B, H, N)."""
-    key = (int(d), int(Bc))
+    Q, K, V, O uint16 views of (B, H, N, d) arrays of ``dtype`` and lse float32 (B, H, N)."""
+    key = (int(d), int(Bc), _dtype(dtype))
     if key in _KERNELS:
         return _KERNELS[key]
-    D, BC = key
+    D, BC, DT = key
+    is_bf16 = DT == bf16.BF16
+    mma = _mma_bf16 if is_bf16 else _mma_f16
+    pack = _pack_bf16 if is_bf16 else _pack
+    to_bits = bf16.narrow if is_bf16 else _f16_bits
     DP = D + PAD                # padded row of every shared tile, elements
     CH = D // 8                 # 16-byte chunks a row
     KD = D // 16                # k-steps of S = Q K^T (over d)
@@ -284,13 +325,13 @@ def tc_kernel(d: int, Bc: int):
                         b4 = cuda.ldmatrix_x4(sK, (buf, 16 * n2 + (lane >> 4) * 8 + (lane & 7),
                                                    16 * kk + ((lane >> 3) & 1) * 8))
                         a = (qa[kk, 0], qa[kk, 1], qa[kk, 2], qa[kk, 3])
-                        c = cuda.mma_m16n8k16_f16(
+                        c = mma(
                             a, (b4[0], b4[1]),
                             (acc_s[2 * n2, 0], acc_s[2 * n2, 1], acc_s[2 * n2, 2],
                              acc_s[2 * n2, 3]))
                         for i in range(4):
                             acc_s[2 * n2, i] = c[i]
-                        c = cuda.mma_m16n8k16_f16(
+                        c = mma(
                             a, (b4[2], b4[3]),
                             (acc_s[2 * n2 + 1, 0], acc_s[2 * n2 + 1, 1], acc_s[2 * n2 + 1, 2],
                              acc_s[2 * n2 + 1, 3]))
@@ -349,21 +390,21 @@ def tc_kernel(d: int, Bc: int):
                 # 3.-4. O += P V_j: P's A fragment for keys 16 kk .. 16 kk + 15 is the C
                 # fragment of S tiles 2 kk and 2 kk + 1, rounded to float16 and packed
                 for kk in range(KP):
-                    pa = (_pack(acc_s[2 * kk, 0], acc_s[2 * kk, 1]),
-                          _pack(acc_s[2 * kk, 2], acc_s[2 * kk, 3]),
-                          _pack(acc_s[2 * kk + 1, 0], acc_s[2 * kk + 1, 1]),
-                          _pack(acc_s[2 * kk + 1, 2], acc_s[2 * kk + 1, 3]))
+                    pa = (pack(acc_s[2 * kk, 0], acc_s[2 * kk, 1]),
+                          pack(acc_s[2 * kk, 2], acc_s[2 * kk, 3]),
+                          pack(acc_s[2 * kk + 1, 0], acc_s[2 * kk + 1, 1]),
+                          pack(acc_s[2 * kk + 1, 2], acc_s[2 * kk + 1, 3]))
                     for n2 in range(NO // 2):
                         b4 = cuda.ldmatrix_x4_trans(
                             sV, (buf, 16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7),
                                  16 * n2 + (lane >> 4) * 8))
-                        c = cuda.mma_m16n8k16_f16(
+                        c = mma(
                             pa, (b4[0], b4[1]),
                             (acc_o[2 * n2, 0], acc_o[2 * n2, 1], acc_o[2 * n2, 2],
                              acc_o[2 * n2, 3]))
                         for i in range(4):
                             acc_o[2 * n2, i] = c[i]
-                        c = cuda.mma_m16n8k16_f16(
+                        c = mma(
                             pa, (b4[2], b4[3]),
                             (acc_o[2 * n2 + 1, 0], acc_o[2 * n2 + 1, 1], acc_o[2 * n2 + 1, 2],
                              acc_o[2 * n2 + 1, 3]))
@@ -381,12 +422,12 @@ def tc_kernel(d: int, Bc: int):
             inv_0 = float32(1.0) / l_0
             inv_1 = float32(1.0) / l_1
             r0 = ROWS * w + g
-            for n in range(NO):                 # O in float16 into the warp's rows of sQ
+            for n in range(NO):                 # O in the inputs' dtype into the warp's rows of sQ
                 c0 = 8 * n + 2 * t
-                sQ[r0, c0] = float16(acc_o[n, 0] * inv_0).view(np.uint16)
-                sQ[r0, c0 + 1] = float16(acc_o[n, 1] * inv_0).view(np.uint16)
-                sQ[r0 + 8, c0] = float16(acc_o[n, 2] * inv_1).view(np.uint16)
-                sQ[r0 + 8, c0 + 1] = float16(acc_o[n, 3] * inv_1).view(np.uint16)
+                sQ[r0, c0] = to_bits(acc_o[n, 0] * inv_0)
+                sQ[r0, c0 + 1] = to_bits(acc_o[n, 1] * inv_0)
+                sQ[r0 + 8, c0] = to_bits(acc_o[n, 2] * inv_1)
+                sQ[r0 + 8, c0 + 1] = to_bits(acc_o[n, 3] * inv_1)
             if t == 0:
                 if row0 < N:
                     lse[b, h, row0] = m_0 + math.log(l_0)
@@ -469,12 +510,14 @@ def _check(Q, K, V, O):
                             f"got {type(a).__name__}")
         if a.ndim != 4:
             raise ValueError(f"{name} must be 4-D (B, H, N, d), got shape {a.shape}")
-        if np.dtype(a.dtype) != _F16:
-            raise ValueError(f"{name} must be float16 (the tensor-core kernel's inputs and "
-                             f"output), got {a.dtype}")
+        if np.dtype(a.dtype) not in (_F16, bf16.BF16):
+            raise ValueError(f"{name} must be float16 or bfloat16 (the tensor-core kernel's "
+                             f"inputs and output), got {a.dtype}")
     for name, a in (("K", K), ("V", V), ("O", O)):
         if a.shape != Q.shape:
             raise ValueError(f"{name} must match Q's shape: Q {Q.shape}, {name} {a.shape}")
+        if np.dtype(a.dtype) != np.dtype(Q.dtype):
+            raise ValueError(f"{name} must have Q's dtype: Q {Q.dtype}, {name} {a.dtype}")
     if Q.shape[3] not in HEAD_DIMS:
         raise ValueError(f"head dimension d={Q.shape[3]}: the tensor-core kernel takes "
                          f"{HEAD_DIMS}")
@@ -499,7 +542,7 @@ def _run(Q, K, V, O, causal, Bc, want_lse):
     host_o = isinstance(O, np.ndarray)
     dQ, dK, dV, dO = dev(Q), dev(K), dev(V), dev(O)
     dlse = cuda.device_array((B, H, N), np.float32)
-    k = tc_kernel(d, Bc)
+    k = tc_kernel(d, Bc, Q.dtype)
     k[(_cdiv(N, BR), B * H), WARPS * 32](
         dQ.view(np.uint16), dK.view(np.uint16), dV.view(np.uint16), dO.view(np.uint16), dlse,
         1.0 / math.sqrt(d), bool(causal))
@@ -512,7 +555,7 @@ def _run(Q, K, V, O, causal, Bc, want_lse):
 
 def attention_tc(Q, K, V, O, causal=False, *, Bc=None):
     """FlashAttention-2's forward pass on tensor cores (module docstring): Q, K, V, O
-    (B, H, N, d) float16, d in :data:`HEAD_DIMS`; O written in place (float16). ``Bc``: keys
+    (B, H, N, d) float16 or bfloat16, d in :data:`HEAD_DIMS`; O written in place. ``Bc``: keys
     a K/V block, a multiple of 16 (default :func:`tc_block_sizes`). Returns None."""
     _run(Q, K, V, O, causal, Bc, False)
 
@@ -525,9 +568,9 @@ def attention_tc_lse(Q, K, V, O, causal=False, *, Bc=None):
 
 def expected(Q, K, V, causal: bool = False):
     """(ref, rule): the float64 golden output (``reference_kernels.attention.attention_golden``
-    of the float16 inputs as they are) and the error rule chapter 5 and the flash-attention lab
-    apply to a float16 attention output: :func:`kernellab.numerics.flash_attention_rule` with
-    the measured error of a plain float16 attention (``plain_error``), one ulp of float16 at
+    of the inputs as they are) and the error rule chapter 5 and the flash-attention lab apply
+    to a float16 (bfloat16) attention output: :func:`kernellab.numerics.flash_attention_rule`
+    with the measured error of a plain same-dtype attention (``plain_error``), one ulp at
     max|O|, and the float32 rounding bound of a fused kernel (``fused_rounding_bound``). Check
     an output with ``kernellab.numerics.compare(O, ref, rule, tile=None)``."""
     from kernellab import numerics

@@ -17,12 +17,14 @@ import numpy as np
 import pytest
 
 import kernellab
+from kernellab import bf16
 from kernellab.kernels import attention_cuda as ac
 from kernellab.kernels import attention_tc as tc
 from kernellab.numerics import compare
 from reference_kernels.attention import attention_golden
 
 F16 = np.dtype(np.float16)
+BF16 = bf16.BF16
 sim_only = pytest.mark.skipif(kernellab.TIER != "sim", reason="counters exist on the sim tier only")
 
 
@@ -44,13 +46,13 @@ def lse_bound(Q, K, lse_ref):
 
 
 def _run(Q, K, V, causal, **kw):
-    """O and lse of the kernel, checked: inputs unchanged, O float16 within the rule, lse within
-    its bound. Returns the comparison."""
+    """O and lse of the kernel, checked: inputs unchanged, O of the inputs' dtype within the
+    rule, lse within its bound. Returns the comparison."""
     O = np.full_like(Q, np.nan)
     copies = [x.copy() for x in (Q, K, V)]
     lse = tc.attention_tc_lse(Q, K, V, O, causal, **kw)
     assert all(np.array_equal(x, c) for x, c in zip((Q, K, V), copies)), "inputs modified"
-    assert O.dtype == F16 and np.isfinite(O).all()
+    assert O.dtype == Q.dtype and np.isfinite(O.astype(np.float32)).all()
     ref, rule = tc.expected(Q, K, V, causal)
     res = compare(O, ref, rule, tile=None)
     assert res.ok, res.message
@@ -73,6 +75,12 @@ def _run(Q, K, V, causal, **kw):
                          ids=["N40-d64", "N100-d64-Bc32", "N1-d16"])
 def test_meets_the_flash_attention_rule(N, d, Bc, causal):
     _run(*_qkv((1, 1, N, d), seed=N + d), causal, Bc=Bc)
+
+
+def test_bfloat16_inputs_take_the_bf16_mma():
+    # bfloat16 bits through the f16 mma (or P rounded to float16) would be far outside the rule
+    _run(*_qkv((1, 2, 37, 32), seed=5, dtype=BF16), True)
+    _run(*_qkv((1, 1, 20, 64), seed=6, dtype=BF16), False, Bc=16)
 
 
 def test_batches_heads_and_every_head_dimension():
@@ -213,6 +221,8 @@ def test_the_harness_checks_its_arguments():
         tc.attention_tc(Q.tolist(), K, V, O)
     with pytest.raises(ValueError, match="float16"):
         tc.attention_tc(*(x.astype(np.float32) for x in (Q, K, V)), O.astype(np.float32))
+    with pytest.raises(ValueError, match="Q's dtype"):
+        tc.attention_tc(Q, K.astype(BF16), V, O)
     with pytest.raises(ValueError, match="head dimension"):
         tc.attention_tc(*_qkv((1, 1, 8, 24), seed=1), np.empty((1, 1, 8, 24), F16))
     with pytest.raises(ValueError, match="match"):
