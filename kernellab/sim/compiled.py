@@ -17,7 +17,8 @@ traffic counters are those of the greenlet path, entry for entry.
 Which kernels take this path (:func:`plan` says why not, ``LaunchStats.path_note``): kernels
 whose source Numba compiles once rewritten, using ``threadIdx``/``blockIdx``/``blockDim``/
 ``gridDim``, ``cuda.grid``, ``cuda.gridsize``, ``laneid``, ``warpsize``, ``syncthreads``,
-static ``cuda.shared.array`` and ``cuda.local.array`` with constant shapes, ``math``, device
+static ``cuda.shared.array`` and ``cuda.local.array`` with constant shapes, ``math``, a scalar's
+``.view(dtype)`` of the same width (:data:`kernellab.sim.compiled_math.VIEW`), device
 functions without barriers, atomics or warp collectives, and in the kernel the warp collectives
 of :mod:`kernellab.sim.compiled_warp` (``syncwarp``, shuffles, ``all``/``any``/``ballot``),
 launched in mode 1 (``checks="full"``, no source sites, no trace, no ``shuffle``) or
@@ -160,9 +161,15 @@ class _Rewrite(ast.NodeTransformer):
             node = self.generic_visit(node)
             node.func = ast.Name(f"{_P}m_{f.attr}", ast.Load())     # compiled_math's stand-in
             return node
-        if isinstance(f, ast.Name) and f.id in self.devices:
+        if isinstance(f, ast.Attribute) and f.attr == "view" and len(node.args) == 1 \
+                and not node.keywords:
+            node = self.generic_visit(node)      # x.view(dt): compiled_math's bit view
+            node.args = [node.func.value] + node.args
+            node.func = ast.Name(f"{_P}view", ast.Load())
+            return node
+        if _device_key(f) in self.devices:      # f(...) or module.f(...)
             node = self.generic_visit(node)
-            node.func = ast.Name(self.devices[f.id], ast.Load())
+            node.func = ast.Name(self.devices[_device_key(f)], ast.Load())
             node.args.append(ast.Name(f"{_P}C", ast.Load()))
             return node
         return self.generic_visit(node)
@@ -399,15 +406,31 @@ def _compile_device(fn, devs, glb, depth):
     return name
 
 
+def _device_key(f):
+    """``"f"`` for a call ``f(...)``, ``"mod.f"`` for ``mod.f(...)``; None otherwise."""
+    if isinstance(f, ast.Name):
+        return f.id
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+        return f"{f.value.id}.{f.attr}"
+    return None
+
+
 def _device_names(env, fdef, devs, glb, depth):
     out = {}
     for node in ast.walk(fdef):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            obj = env.get(node.func.id)
+        if isinstance(node, ast.Call):
+            key = _device_key(node.func)
+            if key is None:
+                continue
+            if isinstance(node.func, ast.Name):
+                obj = env.get(key)
+            else:               # a module's device function: kernellab.bf16.narrow(...)
+                mod = env.get(node.func.value.id)
+                obj = getattr(mod, node.func.attr, None) if inspect.ismodule(mod) else None
             if isinstance(obj, _simkernel.FakeCUDAKernel):
                 if not getattr(obj, "_device", False):
                     raise Unsupported("a kernel launched from a kernel")
-                out[node.func.id] = _compile_device(obj.fn, devs, glb, depth)
+                out[key] = _compile_device(obj.fn, devs, glb, depth)
     return out
 
 
@@ -476,6 +499,7 @@ def _plan(fn):
     env = _env(fn)
     glb = {f"{_P}ld": _ld, f"{_P}st": _st, f"{_P}mark": _mark, f"{_P}too_long": _too_long}
     glb.update({f"{_P}m_{k}": v for k, v in _cmath.FUNCS.items()})
+    glb[f"{_P}view"] = _cmath.VIEW
     glb.update(_cw.GLOBALS)
     devs = {}
     dev_names = _device_names(env, fdef, devs, glb, 1)

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 from numba import njit, types as _nbt
-from numba.extending import overload
+from numba.extending import intrinsic, overload
 
 from kernellab.sim import gpumath
 
@@ -81,3 +81,37 @@ FUNCS.update({n: _jit(_binary(n), 2) for n in gpumath.BINARY if hasattr(math, n)
 
 #: Python's math function object -> its jitted stand-in (for ``from math import exp``).
 BY_FUNCTION = {getattr(math, n): f for n, f in FUNCS.items()}
+
+
+# ``x.view(dt)`` of a scalar: a bit cast (numba's CPU target has none for scalars). numba-cuda
+# compiles the same expression to a ``bitcast`` (or ``mov.b32``): the BF16 helpers of
+# kernellab.bf16 and the float16 packing of the tensor-core kernels use it.
+
+@intrinsic
+def _bitcast(typingctx, x, dt):
+    to = dt.instance_type
+    if not isinstance(x, _nbt.Number) or to.bitwidth != x.bitwidth:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(to))
+    return to(x, dt), codegen
+
+
+def _view_stub(x, dt):  # pragma: no cover - replaced by the overload inside compiled code
+    raise NotImplementedError
+
+
+@overload(_view_stub, jit_options=_JIT)
+def _view_ov(x, dt):
+    if isinstance(x, _nbt.Array):
+        return lambda x, dt: x.view(dt)
+    if isinstance(x, _nbt.Number) and isinstance(dt, _nbt.NumberClass) \
+            and dt.instance_type.bitwidth == x.bitwidth:
+        return lambda x, dt: _bitcast(x, dt)
+    return None
+
+
+#: ``x.view(dt)`` in compiled code: an array's view, or a scalar's bits as another type of the
+#: same width (a width change is a typing error, as numba-cuda's).
+VIEW = njit(**_JIT)(lambda x, dt: _view_stub(x, dt))

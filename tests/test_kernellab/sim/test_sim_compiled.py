@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from numba import cuda, float32
 
+from kernellab import bf16
+
 from kernellab import sim
 from kernellab.kernels import gemm_cuda, reduce_cuda
 from kernellab.sim.errors import OutOfBoundsError
@@ -51,8 +53,22 @@ def _four():
     _four_d[(2, 3), 32](x, out)
     return out
 
-@pytest.mark.parametrize("fn", [_gemm, _reduce, _four],
-                         ids=["tiled_gemm", "block_reduce", "four_d_and_views"])
+@cuda.jit
+def _bits_roundtrip(x, out, back):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = bf16.narrow(x[i])            # float32 -> uint32 bits -> uint16
+        back[i] = bf16.widen(out[i])          # uint32 bits -> float32
+
+def _bits():
+    words = np.random.default_rng(3).integers(0, 2**32, 256, dtype=np.uint64).astype(np.uint32)
+    x = words.view(np.float32)
+    out, back = np.zeros(256, np.uint16), np.zeros(256, np.float32)
+    _bits_roundtrip[2, 128](x, out, back)
+    return np.concatenate([out.view(np.uint8), back.view(np.uint8)])
+
+@pytest.mark.parametrize("fn", [_gemm, _reduce, _four, _bits],
+                         ids=["tiled_gemm", "block_reduce", "four_d_and_views", "scalar_view"])
 def test_compiled_matches_greenlet(fn):
     got, s1 = _run("always", fn)
     want, s2 = _run("off", fn)
