@@ -447,9 +447,15 @@ _SAFE_MODULES = {"math", "numpy", "numba", "cmath"}
 
 
 def _check_env(fdef, env):
-    """Refuse globals Numba would freeze differently from the greenlet path's live reads."""
+    """Refuse globals Numba would freeze differently from the greenlet path's live reads (a
+    parameter or a local variable of the same name is not a global: a notebook's ``x`` does
+    not stop a kernel with a parameter ``x``)."""
+    local = {a.arg for a in fdef.args.args + fdef.args.kwonlyargs}
+    local |= {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+              and isinstance(n.ctx, (ast.Store, ast.Del))}
     for node in ast.walk(fdef):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in env:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in env \
+                and node.id not in local:
             v = env[node.id]
             if isinstance(v, np.ndarray) or hasattr(v, "_ary"):
                 raise Unsupported(f"the global array {node.id}")

@@ -79,6 +79,24 @@ def test_compiled_matches_greenlet(fn):
     assert s1.arrays == s2.arrays
     assert s1.block_max == s2.block_max
 
+x = np.zeros(3, np.float32)      # a global array named as the kernel's parameter (a notebook's)
+
+
+@cuda.jit
+def _shadows_global(x, out):
+    i = cuda.grid(1)
+    y = x[i]                      # a local and a parameter: neither reads the global
+    out[i] = y
+
+
+def test_a_parameter_named_as_a_global_array_keeps_the_compiled_path():
+    a = np.arange(64, dtype=np.float32)
+    out = np.zeros_like(a)
+    got, s = _run("always", lambda: (_shadows_global[2, 32](a, out), out)[1])
+    assert s.path == "compiled", s.path_note
+    assert np.array_equal(got, a)
+
+
 def test_fault_on_the_compiled_path_is_named_by_the_greenlet_rerun():
     x = np.zeros(64, np.float32)
     out = np.zeros(64, np.float32)
