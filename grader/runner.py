@@ -298,10 +298,11 @@ def check_case(spec, case: Case, data: CaseData, r: dict) -> CaseResult:
         if after is None or after.shape != original.shape or after.dtype != original.dtype:
             res.error = f"input {name} was reshaped or retyped by the submission"
             return res
-        same = np.array_equal(after, original, equal_nan=after.dtype.kind == "f")
+        is_float = after.dtype.kind == "f" or after.dtype.name == "bfloat16"   # ml_dtypes
+        same = np.array_equal(after, original, equal_nan=is_float)
         if not same:
             n = int(np.sum(~((after == original) | (np.isnan(after) & np.isnan(original))
-                             if after.dtype.kind == "f" else after == original)))
+                             if is_float else after == original)))
             res.error = (f"wrote into its input {name} ({n} element(s) changed): inputs are "
                          "read-only, write only the output")
             return res

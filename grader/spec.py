@@ -209,12 +209,12 @@ class CaseData:
         return None
 
     def allocate_outputs(self) -> dict[str, np.ndarray]:
-        """Fresh output arrays: NaN for floats, the most negative value for integers (a kernel
-        that leaves an element unwritten shows up)."""
+        """Fresh output arrays: NaN for floats (``ml_dtypes.bfloat16`` included), the most
+        negative value for integers (a kernel that leaves an element unwritten shows up)."""
         out = {}
         for name, (shape, dtype) in self.outputs.items():
             dt = np.dtype(dtype)
-            fill = np.nan if dt.kind == "f" else np.iinfo(dt).min
+            fill = np.nan if dt.kind == "f" or dt.name == "bfloat16" else np.iinfo(dt).min
             out[name] = np.full(tuple(shape), fill, dtype=dt)
         return out
 

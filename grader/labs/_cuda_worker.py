@@ -15,16 +15,18 @@ from grader.labs._cuda import REPLAY_SLOTS, launch_dict
 from grader.labs._timed import TimedCalls
 
 
-def captured_call(fn, args: tuple, call: str, *, record: bool = False):
+def captured_call(fn, args: tuple, call: str, *, record: bool = False, sites: bool = True):
     """Worker side, sim tier: ``fn(*args)`` under :func:`kernellab.sim.capture` with per-site
-    counters (and the launches and copies recorded for a replay with ``record``); returns the
+    counters unless not ``sites`` (per-site counters keep launches off the simulator's compiled
+    path: :mod:`kernellab.sim.compiled`), and the launches and copies recorded for a replay with
+    ``record``; returns the
     capture. A simulator error (a hazard, an unsupported feature) propagates as it is; any
     other exception becomes a RuntimeError naming ``call`` (e.g. ``"gemm(A, B, C)"``) and the
     device arrays the performance phase passes."""
     from kernellab import sim
 
     try:
-        with sim.capture(record=record, sites=True) as cap:
+        with sim.capture(record=record, sites=sites) as cap:
             fn(*args)
     except Exception as exc:
         if isinstance(exc, (sim.SimError, NotImplementedError)):
