@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from reference_kernels.llm_ops import silu_golden
+
 __all__ = ["topk_route", "align_counts", "align_problem", "align_golden", "align_capacity",
            "grouped_gemm_golden", "grouped_abs_product", "combine_golden", "combine_abs",
-           "moe_ffn_golden", "silu"]
+           "moe_ffn_golden"]
 
 
 def topk_route(logits, k: int, renormalize: bool = True):
@@ -168,12 +170,6 @@ def combine_abs(Y, weights):
                           np.abs(np.asarray(weights, np.float64)))
 
 
-def silu(x):
-    """x * sigmoid(x) in float64 (Elfwing et al., "Sigmoid-Weighted Linear Units", 2018)."""
-    x = np.asarray(x, np.float64)
-    return x / (1.0 + np.exp(-x))
-
-
 def moe_ffn_golden(x, W_router, W_gate, W_up, W_down, k: int, renormalize: bool = True):
     """A MoE FFN forward in float64: route ``x`` (M, H) with logits ``x @ W_router`` (H, E)
     (:func:`topk_route`), then ``sum_j w_j down_e(silu(gate_e(x)) * up_e(x))`` with W_gate,
@@ -181,6 +177,6 @@ def moe_ffn_golden(x, W_router, W_gate, W_up, W_down, k: int, renormalize: bool 
     Transformer", arXiv:2002.05202, 2020). Returns (out (M, H), weights, ids)."""
     x64 = np.asarray(x, np.float64)
     w, ids = topk_route(x64 @ np.asarray(W_router, np.float64), k, renormalize)
-    h = silu(grouped_gemm_golden(x64, W_gate, ids)) * grouped_gemm_golden(x64, W_up, ids)
+    h = silu_golden(grouped_gemm_golden(x64, W_gate, ids)) * grouped_gemm_golden(x64, W_up, ids)
     y = np.einsum("if,ifh->ih", h, np.asarray(W_down, np.float64)[ids.ravel()])
     return combine_golden(y, w), w, ids

@@ -492,7 +492,9 @@ def swiglu_tolerance(gate, up=None) -> Explicit:
     within 2 ulp = 4 u32 relative on e, which moves silu by at most that much; the add and the
     divide 1 u32 each), s and out each rounded to bf16, faithfully (2 u_bf16 each, the margin
     rule of :mod:`kernellab.numerics`: a correctly rounded store uses half), the product (u32):
-    ``(4 u_bf16 + 7 u32 + u64) |y| + the smallest bf16 subnormal``."""
+    ``(4 u_bf16 + 7 u32 + u64) |y| + the smallest bf16 subnormal``. For gate >= -88 only:
+    below, ``expf(-g)`` overflows and silu is -0 where its value is about g e^g (< 1e-36),
+    as in the unfused float32 composition the kernels match bit for bit."""
     from reference_kernels.llm_ops import swiglu_golden
 
     y = np.abs(swiglu_golden(as_bf16(gate), None if up is None else as_bf16(up)))

@@ -1,6 +1,7 @@
 """Chapter 8: rotary position embedding (RoPE) in BF16, applied in place to the Q and K heads of
-a fused QKV projection output (the "fused into the Q/K write" form of vLLM's
-``rotary_embedding`` kernel, ``csrc/pos_encoding_kernels.cu``).
+a fused QKV projection output, one launch for both (the form of vLLM's ``rotary_embedding``
+kernel, ``csrc/pos_encoding_kernels.cu``; fusing it further, into the QKV GEMM's epilogue or the
+KV-cache write, would save that launch too).
 
 What it computes (Su et al., "RoFormer", arXiv:2104.09864, §3.4; golden reference:
 :func:`reference_kernels.llm_ops.rope_qkv_golden`): token ``t`` at position ``m = positions[t]``;
@@ -208,9 +209,9 @@ def rope_angle_error(positions, rotary_dim: int = 128, base: float = ROPE_BASE,
     exact = np.outer(pos.astype(np.float64), f64)
     out = {}
     for name in dtypes:
-        dt = _BF16 if name == "bfloat16" else np.dtype(name)
         if name not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be float32, float16 or bfloat16, got {name!r}")
+        dt = _BF16 if name == "bfloat16" else np.dtype(name)
         with np.errstate(over="ignore"):
             p = pos.astype(dt).astype(np.float32)
             f = f64.astype(dt).astype(np.float32)

@@ -37,6 +37,7 @@ import kernellab  # noqa: F401  (chooses the gpu/sim tier before numba.cuda is i
 from numba import cuda, float32, int32
 
 from kernellab.bf16 import narrow, widen
+from reference_kernels.moe import align_capacity
 
 __all__ = ["align", "grouped_gemm", "gemm_per_expert", "combine", "ALIGN_TPB", "MAX_EXPERTS",
            "GEMM_TN", "ROWS_TILE", "COMBINE_TPB", "capacity"]
@@ -49,12 +50,9 @@ ROWS_TILE = 16           # rows a thread accumulates at once (local arrays)
 COMBINE_TPB = 128
 
 
-def capacity(M: int, k: int, E: int, block: int) -> tuple[int, int]:
-    """Lengths of sorted_ids and expert_ids that fit any routing: M k + E (block - 1) rows, and
-    that over ``block`` rounded up."""
-    rows = M * k + E * (block - 1)
-    return rows, (rows + block - 1) // block
-
+#: (rows of sorted_ids, blocks of expert_ids) that fit any routing of M tokens to k of E experts
+#: with ``block`` rows a block: M k + E (block - 1), and that over block rounded up
+capacity = align_capacity
 
 @cuda.jit
 def _align_kernel(topk_ids, E, block, sorted_ids, expert_ids, num_post_pad):

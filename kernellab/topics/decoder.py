@@ -73,8 +73,17 @@ class Config:
     layout: str = "neox"
 
     def __post_init__(self):
-        if self.Hq % self.Hkv or self.D < 1 or self.T < 1:
-            raise ValueError(f"bad sizes: {self}")
+        from kernellab.kernels.attention_tc import HEAD_DIMS
+        from kernellab.kernels.decode_attention import MAX_GROUP
+
+        if min(self.D, self.Hq, self.Hkv, self.F, self.V, self.T, self.block_size) < 1:
+            raise ValueError(f"every size must be >= 1: {self}")
+        if self.Hq % self.Hkv or self.Hq // self.Hkv > MAX_GROUP:
+            raise ValueError(f"Hq = {self.Hq} must be a multiple of Hkv = {self.Hkv}, at most "
+                             f"{MAX_GROUP} times (the decode kernel's groups)")
+        if self.d % 32 or self.d not in HEAD_DIMS:
+            raise ValueError(f"d = {self.d}: the decode kernel takes multiples of 32 and the "
+                             f"tensor-core prefill {HEAD_DIMS}")
 
 
 def make_weights(cfg: Config, seed: int = 0) -> dict:
