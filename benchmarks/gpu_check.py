@@ -1,6 +1,7 @@
 """GPU check (``make gpu-check``): everything the course runs on the ``gpu`` tier, in one command,
 on a machine with an NVIDIA GPU. It installs nothing and needs no network: numpy, numba,
-numba-cuda and (for the cuBLAS baselines) cupy, with the project on ``PYTHONPATH``. nbformat,
+numba-cuda, ml_dtypes (the BF16 labs' cases) and (for the cuBLAS baselines) cupy, with the
+project on ``PYTHONPATH``. nbformat,
 greenlet, threadpoolctl and the notebook stack are not needed (notebooks are read as JSON).
 
 What it does, in well under five minutes on a current GPU:
@@ -8,11 +9,12 @@ What it does, in well under five minutes on a current GPU:
 1. the tier is ``gpu`` (the driver probe and numba-cuda agree); the device, its nominal FP32
    peak (:func:`kernellab.machine.gpu_info`) and the versions;
 2. every GPU lab's solution (``gemm-cuda``, ``gemm-tensor-core``, ``softmax-cuda``,
-   ``flash-attention``: ``solutions/NN_*.ipynb``) in this process: all visible cases against
-   the float64 reference, then the lab's own gpu-tier performance measurement and rules (CUDA
-   events, interleaved with its baselines: the naive kernel and cupy.matmul; cupy.matmul in
-   float16; the three-pass softmax and a device copy; chapter 5's materialised attention and a
-   device copy); then the real grader
+   ``flash-attention``, ``moe``, ``decode-attention``: ``solutions/NN_*.ipynb``) in this
+   process: all visible cases against the float64 reference, then the lab's own gpu-tier
+   performance measurement and rules (CUDA events, interleaved with its baselines: the naive
+   kernel and cupy.matmul; cupy.matmul in float16; the three-pass softmax and a device copy;
+   chapter 5's materialised attention and a device copy; one GEMM launch per expert; a device
+   copy); then the real grader
    (``grader.runner.grade``: sandboxed worker, gpu tier), whose verdict must be PASS;
 3. chapter 2's ladder v1..v4 and the lab solution against cupy.matmul (cuBLAS) at
    M = N = K = ``LADDER_N``, by the ladder's own main (:func:`kernellab.kernels._ladder.run`,
@@ -69,10 +71,14 @@ SIM_PLANS = {"gemm-cuda": {"tier": "gpu", "n": 32, "rounds": 2},
              "gemm-tensor-core": {"tier": "gpu", "n": 32, "rounds": 2},
              "softmax-cuda": {"tier": "gpu", "M": 3, "N": 40, "rounds": 2},
              "flash-attention": {"tier": "gpu", "B": 1, "H": 2, "N": 9, "d": 32,
-                                 "dtype": "float16", "causal": False, "rounds": 2}}
+                                 "dtype": "float16", "causal": False, "rounds": 2},
+             "moe": {"tier": "gpu", "M": 4, "K": 16, "N": 32, "E": 8, "k": 2, "block": 16,
+                     "rounds": 2},
+             "decode-attention": {"tier": "gpu", "B": 1, "Hq": 4, "Hkv": 1, "d": 64, "L": 33,
+                                  "num_splits": 4, "rounds": 2}}
 #: --simulate: only the visible cases whose inputs hold at most this many elements (the run
 #: checks this script's code path; every case is graded on the sim tier by the test suite)
-SIM_CASE_ELEMENTS = 1 << 12
+SIM_CASE_ELEMENTS = 1 << 13
 #: sm_80 step: |D - reference| <= MMA_RTOL x (sum |a b| + |c|) for each element of D. The PTX
 #: ISA leaves the order and internal precision of the tensor cores' float32 sum open (the
 #: simulator rounds once); float32 summation of the 17 terms in any order, even truncating,

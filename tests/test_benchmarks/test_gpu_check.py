@@ -47,11 +47,14 @@ def test_simulated_run_covers_the_labs_and_the_ladder(tmp_path):
     d = json.loads(out.read_text())
     assert d["simulated"] is True and d["passed"] is True
     labs = {x["lab"]: x for x in d["labs"]}
-    assert list(labs) == ["gemm-cuda", "gemm-tensor-core", "softmax-cuda", "flash-attention"]
+    assert list(labs) == ["gemm-cuda", "gemm-tensor-core", "softmax-cuda", "flash-attention",
+                          "moe", "decode-attention"]
     first_rule = {"gemm-cuda": "measured speedup over the naive kernel",
                   "gemm-tensor-core": "share of cuBLAS's FP16 GEMM",
                   "softmax-cuda": "bandwidth vs a device copy",
-                  "flash-attention": "speedup over the materialised attention"}
+                  "flash-attention": "speedup over the materialised attention",
+                  "moe": "speedup over one GEMM launch per expert",
+                  "decode-attention": "bandwidth on K and V vs a device copy"}
     for name, labrep in labs.items():
         assert labrep["ok"] is True, labrep
         assert labrep["cases_passed"] == labrep["cases_total"] > 0
@@ -82,7 +85,7 @@ def test_simulated_run_covers_the_labs_and_the_ladder(tmp_path):
 
 BLOCKER = r"""
 import sys
-BLOCKED = {"greenlet", "nbformat", "nbclient", "threadpoolctl", "psutil", "ml_dtypes",
+BLOCKED = {"greenlet", "nbformat", "nbclient", "threadpoolctl", "psutil",
            "jupytext", "IPython", "jupyter_client", "ipykernel"}
 
 class Block:
@@ -111,7 +114,7 @@ from kernellab.kernels import gemm_cuda, softmax_cuda, reduce_cuda, attention_cu
 from grader.labs._cuda import CudaLab
 cuda_specs = [s for s in all_specs() if isinstance(s, CudaLab)]
 assert [s.lab_id for s in cuda_specs] == ["gemm-cuda", "gemm-tensor-core", "softmax-cuda",
-                                          "flash-attention"]
+                                          "flash-attention", "moe", "decode-attention"]
 assert all(s.tier == "gpu" and s.perf_plan()["tier"] == "gpu" for s in cuda_specs)
 threads.status()
 mod = gc.load_solution(gc.ROOT / "solutions" / "02_gemm_cuda.ipynb")
@@ -128,8 +131,10 @@ from kernellab import cuda_ext
 cuda_ext.install()   # what `import kernellab` arms on a real gpu tier (here the tier is pretend)
 assert callable(numba.cuda.mma_m16n8k16_bf16)
 assert len(gc._sm80_kernels()) == 4
-from kernellab.sim import mma
-assert "bf16" not in mma.KINDS   # ml_dtypes blocked: check_sm80 decodes bf16 itself
+mod8a = gc.load_solution(gc.ROOT / "solutions" / "08a_moe.ipynb")
+assert callable(mod8a.grouped_gemm) and callable(mod8a.moe_align) and callable(mod8a.combine)
+mod8b = gc.load_solution(gc.ROOT / "solutions" / "08b_decode_attention.ipynb")
+assert callable(mod8b.decode_attention)
 from numba.cuda.core import config
 assert not config.ENABLE_CUDASIM
 leaked = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
@@ -140,7 +145,8 @@ print("closure ok")
 
 @no_gpu
 def test_gpu_path_imports_only_the_runtime():
-    """numpy, numba, numba-cuda (and cupy, imported lazily) are enough on the gpu tier."""
+    """numpy, numba, numba-cuda, ml_dtypes (the BF16 labs' cases) and cupy (imported lazily)
+    are enough on the gpu tier."""
     e = {k: v for k, v in os.environ.items()
          if k not in ("KERNELLAB_DEVICE", "NUMBA_ENABLE_CUDASIM")}
     e.update(KERNELLAB_DEVICE="gpu", PYTHONPATH=str(ROOT))
