@@ -24,7 +24,7 @@ from numba import cuda, float32, uint16, uint32
 
 from kernellab.numerics import _BF16
 
-__all__ = ["widen", "narrow", "bits", "from_bits", "round_bf16", "BF16"]
+__all__ = ["widen", "narrow", "bits", "from_bits", "as_bf16", "round_bf16", "BF16"]
 
 #: ``ml_dtypes.bfloat16`` as a numpy dtype
 BF16 = _BF16
@@ -63,6 +63,13 @@ def from_bits(u: np.ndarray) -> np.ndarray:
     if u.dtype != np.uint16:
         raise TypeError(f"from_bits() takes uint16 bits, got {u.dtype}")
     return u.view(BF16)
+
+
+def as_bf16(x) -> np.ndarray:
+    """A host BF16 argument as bfloat16: uint16 bits viewed (:func:`from_bits`), any other
+    array as it is (a reference or a check then sees its real dtype)."""
+    x = np.asarray(x)
+    return from_bits(x) if x.dtype == np.uint16 else x
 
 
 def round_bf16(x) -> np.ndarray:

@@ -62,6 +62,7 @@ import numpy as np
 import kernellab  # noqa: F401  (chooses the gpu/sim tier before numba.cuda is imported)
 from numba import cuda, float32
 
+from kernellab import bf16
 from kernellab.bf16 import BF16, narrow, widen
 from kernellab.kernels._cuda_args import is_device_array
 from kernellab.kernels.norms_cuda import (MAX_WARPS, NormTolerance, _check_eps, _check_threads,
@@ -114,11 +115,7 @@ def _bits_of(name, a):
     return a
 
 
-def as_bf16(a) -> np.ndarray:
-    """A host BF16 argument as an ``ml_dtypes.bfloat16`` array (uint16 bits viewed; other dtypes
-    as they are, for the references to check)."""
-    a = np.asarray(a)
-    return a.view(BF16) if a.dtype == _U16 else a
+as_bf16 = bf16.as_bf16
 
 
 def rows_arg(name: str, a, shape=None, *, writable: bool = False) -> Rows:

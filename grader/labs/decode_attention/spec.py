@@ -102,11 +102,10 @@ BANDWIDTH = Rule("bandwidth on K and V vs a device copy", ">=", MIN_COPY_FRACTIO
 
 
 def bf16(x: np.ndarray) -> np.ndarray:
-    """uint16 bits (or a bfloat16 array) as bfloat16."""
-    from kernellab.numerics import _BF16
+    """uint16 bits (or a bfloat16 array) as bfloat16 (:func:`kernellab.bf16.as_bf16`)."""
+    from kernellab.bf16 import as_bf16
 
-    x = np.asarray(x)
-    return x.view(_BF16) if x.dtype == np.uint16 else x
+    return as_bf16(x)
 
 
 def seq_lens_of(rng, B: int, L: int) -> list[int]:
