@@ -28,6 +28,7 @@ from numba.cuda.simulator import kernelapi as _kapi
 from numba.cuda.simulator.args import ArgHint, InOut
 from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 from numba.cuda.errors import normalize_kernel_dimensions
+from numba.core.types import Float as _NbFloat, Integer as _NbInteger
 
 from kernellab.sim import arrays as _a
 from kernellab.sim import compiled as _compiled
@@ -318,6 +319,13 @@ def _arrays_outside_arguments(fn):
     return [{"name": n, "nbytes": b} for n, b in sorted(found.items())]
 
 
+def _cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:      # an empty cell
+        return None
+
+
 def _cell_is(cell, obj):
     try:
         return cell.cell_contents is obj
@@ -328,10 +336,28 @@ def _cell_is(cell, obj):
 _math_swapped = {}      # id(globals) -> (globals, originals) during a launch
 
 
+def _cast_of(v):
+    """The numpy scalar type a numba scalar type calls when a kernel uses it as a cast
+    (``float32(x)``), else None. numba's ``Integer``/``Float.cast_python_value`` is
+    ``getattr(np, self.name)(value)`` (numba/core/types/scalars.py), so the result is the same
+    bit for bit; numba's per-call dispatch in front of it costs more than the rest of a
+    greenlet launch."""
+    if type(v) in (_NbFloat, _NbInteger):
+        return getattr(np, v.name, None)
+    return None
+
+
 def _swap_math(globs):
-    """Give a kernel's (or device function's) module globals the sim tier's ``math``."""
+    """Give a kernel's (or device function's) module globals the sim tier's ``math``, and
+    numba's scalar types as numpy's (:func:`_cast_of`)."""
     if id(globs) not in _math_swapped:
-        _math_swapped[id(globs)] = (globs, gpumath.swap_globals(globs))
+        orig = gpumath.swap_globals(globs)
+        for k, v in list(globs.items()):
+            cast = _cast_of(v)
+            if cast is not None:
+                orig[k] = v
+                globs[k] = cast
+        _math_swapped[id(globs)] = (globs, orig)
 
 
 def _restore_math():
@@ -373,6 +399,10 @@ def _run_launch(kernel, grid, block, name, dev_args, want_trace, why_not=None):
     math_cells = [c for c in (fn.__closure__ or ()) if _cell_is(c, _math_mod)]
     for c in math_cells:
         c.cell_contents = gpumath.MODULE
+    cast_cells = [(c, c.cell_contents) for c in (fn.__closure__ or ())
+                  if _cast_of(_cell_value(c)) is not None]
+    for c, v in cast_cells:
+        c.cell_contents = _cast_of(v)
     _swap_math(fn.__globals__)
     err_state = np.seterr(all="ignore")
     base_ctx = contextvars.copy_context()   # the threads run in copies: after seterr
@@ -396,6 +426,8 @@ def _run_launch(kernel, grid, block, name, dev_args, want_trace, why_not=None):
         _restore_math()
         for c in math_cells:
             c.cell_contents = _math_mod
+        for c, v in cast_cells:
+            c.cell_contents = v
         for c in cells:
             c.cell_contents = _cuda_mod
         _a._launch, _a._cur, _a._sched = prev

@@ -67,6 +67,7 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
     live = len(threads)
     at_bar = []
     warp_wait = {}
+    active_warps = set()    # warps where a lane has waited at activemask()
     stale = 0
     progress = False
     c = launch.counters
@@ -123,6 +124,14 @@ def _run_block(launch, fn, args, ctaid, blin, base_ctx, rng):
             if t.state == 2:
                 wq = warp_wait.setdefault(t.warp, [])
                 wq.append(t)
+                m = t.wait[1]
+                if m is ACTIVE:
+                    active_warps.add(t.warp)
+                elif len(wq) < m.bit_count() and t.warp not in active_warps:
+                    # fewer lanes wait than this mask names: no collective of the warp can
+                    # complete yet (only an activemask() one could, through a lane that went
+                    # to wait elsewhere); a mask that never completes is named at the drain
+                    continue
                 if _warp_progress(launch, threads, wq, runq):
                     progress = True
             else:

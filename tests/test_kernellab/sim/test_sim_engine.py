@@ -2577,3 +2577,32 @@ def test_local_depot_bytes_reads_every_depot():
            "\t.local .align 8 .b8 __local_depot1[24];\n\tst.local.f32 [%rd1], %f1;\n}")
     assert engine.local_depot_bytes(ptx) == 536
     assert engine.local_depot_bytes(".visible .entry k()\n{\n\tret;\n}") == 0
+
+
+# numba's scalar types called as casts: numpy's scalar types during a greenlet launch
+
+
+def _cast_kernel_factory(elem):
+    @cuda.jit
+    def cast_k(x, out):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = float32(x[i]) * elem(2.5) + int32(x[i])   # global and closure casts
+    return cast_k
+
+
+def test_numba_scalar_casts_give_numpys_values_and_are_put_back():
+    """``float32(v)`` is ``numba.types.float32.cast_python_value(v)``, which is
+    ``np.float32(v)``: the launch sees numpy's scalar types (without numba's dispatch) and the
+    module's globals and the closure hold numba's types again afterwards."""
+    import numba
+
+    k = _cast_kernel_factory(float64)
+    x = np.linspace(-3, 3, 40).astype(np.float32)
+    out = np.zeros(40, np.float64)
+    s = run(k, 2, 32, x, out, compiled="off")
+    assert s.path == "greenlet"
+    want = (x.astype(np.float32) * np.float64(2.5)) + np.trunc(x).astype(np.int32)
+    assert np.array_equal(out, want)
+    assert globals()["float32"] is numba.float32 and globals()["int32"] is numba.int32
+    assert k.py_func.__closure__[0].cell_contents is numba.float64
