@@ -331,10 +331,13 @@ KERNELS = {"v1_per_q_head": (_v1_kernel,), "v2_gqa": (_v2_kernel,),
 # ----------------------------------------------------------------------------------------------
 
 def paged_operands(rng, seq_lens, Hq: int, Hkv: int, d: int, block_size: int = 16, *,
-               spare_blocks: int = 2, shift: float = 0.0):
+               spare_blocks: int = 2, shift: float = 0.0, tail_shift: float = 0.0):
     """Seeded operands of a paged decode (module docstring), bfloat16 (``ml_dtypes``): q and k
     standard normal plus ``shift`` (scores about shift^2 sqrt(d) at the scale 1/sqrt(d): 4 puts
-    them past 100, where exp overflows float32 without the max), v standard normal; each
+    them past 100, where exp overflows float32 without the max), v standard normal;
+    ``tail_shift`` adds to q and to the k of each sequence's last key only, which then scores
+    about tail_shift^2 sqrt(d) above the others and carries most of the weight (a kernel that
+    drops the last key is far off, however long the sequence); each
     sequence's blocks a random permutation of the physical blocks, ``spare_blocks`` more than
     needed; every slot no sequence uses NaN, and block-table entries past a sequence's last
     block -1 (out of range: reading one is a bug). Returns (q, k_cache, v_cache, block_table
@@ -355,9 +358,12 @@ def paged_operands(rng, seq_lens, Hq: int, Hkv: int, d: int, block_size: int = 1
         at += n
         for t in range(int(seq_lens[b])):
             used[bt[b, t // block_size], t % block_size] = True
+    for b, n in enumerate(seq_lens):
+        if n > 0:
+            k[bt[b, (n - 1) // block_size], (n - 1) % block_size] += tail_shift
     k[~used] = np.nan
     v[~used] = np.nan
-    q = rng.standard_normal((B, Hq, d)) + shift
+    q = rng.standard_normal((B, Hq, d)) + shift + tail_shift
     return (q.astype(BF16), k.astype(BF16), v.astype(BF16), bt, seq_lens)
 
 

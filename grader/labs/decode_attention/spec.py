@@ -15,7 +15,8 @@ beside this file.
 * cases: the float64 golden output under FlashAttention's test rule (at most 2x a plain BF16
   implementation's error plus one BF16 ulp at max|o|: :func:`rule`); unused cache slots NaN
   and unused block-table entries -1; empty splits; lse past 88.7 (the merge must subtract the
-  max); on ``sim`` the hazard checks and out stored by kernels.
+  max); a last key that carries the output (``TAIL_SHIFT``); on ``sim`` the hazard checks and
+  out stored by kernels.
 * sim rules, batch 1 (B = 1, Hkv = 1, Hq = 8, d = 128): share of the modelled DRAM roof on
   the compulsory K and V bytes of 2048 keys at ``PERF_SPLITS`` splits >= ``MIN_ROOF_SHARE``;
   the split's gain (modelled time at 1 split / at ``GAIN_SPLITS``, ``GAIN_SEQ`` keys) >=
@@ -55,11 +56,17 @@ VISIBLE_SEED = 20261206
 BLOCK_SIZE = 16
 HEAD_DIMS = (64, 128)
 GROUPS = (1, 4, 8)
-KINDS = ("normal", "large")
+KINDS = ("normal", "large", "tail")
 #: q and k of the "large" cases are standard normal + LARGE_SHIFT: scores about
 #: LARGE_SHIFT^2 sqrt(d) (128 at d = 64), so a split's lse passes 88.7 and exp(lse) overflows
 #: float32 unless the merge subtracts the largest lse first
 LARGE_SHIFT = 4.0
+#: "tail" cases: q and the last key of each sequence are standard normal + TAIL_SHIFT, so that
+#: key scores about TAIL_SHIFT^2 sqrt(d) above the rest (12.5 at d = 64: e^12.5 outweighs a
+#: thousand keys) and dominates the output; a dropped last key (a count of full blocks, an
+#: off-by-one end) is an error of the order of |v|, where among a thousand equal keys it is
+#: one thousandth of that and can pass the rule
+TAIL_SHIFT = 1.25
 #: (B, Hq, Hkv, d, L, num_splits, kind) of the visible cases; L is the longest sequence,
 #: sequence 1 (with B >= 2) has one key, the others random lengths in 1..L (case_arrays)
 CASES = [
@@ -73,6 +80,8 @@ CASES = [
     (1, 8, 1, 128, 1025, 16, "normal"),     # one key past 64 blocks
     (1, 4, 1, 64, 1027, 7, "normal"),       # three keys past, no empty split
     (2, 8, 2, 64, 40, 3, "large"),          # lse > 88.7: the merge must subtract the max
+    (1, 4, 1, 64, 1025, 16, "tail"),        # the one key past 64 blocks carries the output
+    (3, 8, 2, 128, 37, 1, "tail"),          # each sequence's last key carries its output
 ]
 #: cap on sum(L) * Hq * d of a hidden case (the simulator runs every lane of every key)
 MAX_HIDDEN_WORK = 1 << 21
@@ -121,9 +130,10 @@ def operands(p: dict, rng) -> tuple:
     from kernellab.kernels.decode_attention import paged_operands
 
     lens = seq_lens_of(rng, p["B"], p["L"])
-    shift = LARGE_SHIFT if p.get("kind") == "large" else 0.0
+    kind = p.get("kind", "normal")
     q, k, v, bt, sl = paged_operands(rng, lens, p["Hq"], p["Hkv"], p["d"], BLOCK_SIZE,
-                                     shift=shift)
+                                     shift=LARGE_SHIFT if kind == "large" else 0.0,
+                                     tail_shift=TAIL_SHIFT if kind == "tail" else 0.0)
     return q, k, v, bt, sl
 
 
@@ -142,6 +152,9 @@ def diagnose(p: dict, ops, out) -> str:
     """What a non-finite output most likely means, from which sequences it hit."""
     bad = ~np.isfinite(out.astype(np.float32)).all(axis=(1, 2))
     if not bad.any():
+        if p.get("kind") == "tail":
+            return ("here each sequence's last key carries most of the weight: a last key "
+                    "left out (full blocks only, an end off by one) shows as this error")
         return ""
     if p.get("kind") == "large":
         return ("inf/NaN with every lse above 88.7: exp(lse) overflows float32; merge with "
@@ -227,7 +240,7 @@ class DecodeAttention(CudaLab):
         B = int(rng.integers(1, 4))
         L = int(rng.integers(1, max(2, MAX_HIDDEN_WORK // (B * Hq * d * 4))))
         return {"B": B, "Hq": Hq, "Hkv": Hkv, "d": d, "L": L,
-                "num_splits": int(rng.integers(1, 9)), "kind": "normal"}
+                "num_splits": int(rng.integers(1, 9)), "kind": KINDS[i % 3]}
 
     def case_arrays(self, case: Case) -> CaseData:
         p = case.params

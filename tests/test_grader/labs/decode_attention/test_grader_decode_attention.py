@@ -88,6 +88,7 @@ def test_empty_splits_and_large_scores_are_in_the_cases():
     assert {1025, 1027, 1} <= {c[4] for c in lab.CASES}
     assert {c[1] // c[2] for c in lab.CASES} == set(lab.GROUPS)
     assert any(c[6] == "large" and c[2] > 1 for c in lab.CASES)
+    assert any(c[6] == "tail" and c[4] % lab.BLOCK_SIZE == 1 for c in lab.CASES)
 
 
 def test_gpu_rule_is_provisional_and_judges_the_copy_fraction():
@@ -98,3 +99,23 @@ def test_gpu_rule_is_provisional_and_judges_the_copy_fraction():
     assert rule.passed and "provisional" in lab.BANDWIDTH.why
     (rule,) = spec.rules_gpu({**m, "copy_fraction": [0.1] * 3})
     assert not rule.passed
+
+
+def test_tail_cases_fail_an_output_without_each_sequences_last_key():
+    """The golden output of the same operands with every sequence one key shorter (the last key
+    left out) fails each tail case: that key carries the output."""
+    from reference_kernels.decode_attention import decode_golden
+
+    spec = lab.DecodeAttention()
+    tails = [p for p in spec.visible_params() if p["kind"] == "tail"]
+    assert len(tails) == 2
+    for p in tails:
+        case = Case(spec.case_name(p), p, seed=11)
+        data = spec.case_data(case)
+        ops = [lab.bf16(data.inputs[k]) if k in ("q", "k_cache", "v_cache") else data.inputs[k]
+               for k in ("q", "k_cache", "v_cache", "block_table", "seq_lens")]
+        ops[4] = np.maximum(ops[4] - 1, 1).astype(np.int32)
+        short, _ = decode_golden(*ops, data.scalars["scale"])
+        out = {"out": short.astype(lab.bf16(data.inputs["q"]).dtype).view(np.uint16)}
+        got = spec.compare(case, data, out)
+        assert not got.ok and "last key" in got.message, case.name
