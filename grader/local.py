@@ -143,7 +143,7 @@ def _check(spec, fn, function, limit, verbose) -> tuple[bool, list[str]]:
         arrays.update(data.allocate_outputs())
         try:
             with spec.call_probe(arrays) as info:  # a GPU lab: the kernel launches it saw
-                ret = fn(*data.args(arrays))
+                ret = spec.run_call(fn, data.args(arrays), data.call, info)
             wrong = data.take_returned(ret, arrays)
             r = ({"ok": False, "error": wrong} if wrong else
                  {"ok": True, "arrays": arrays, "info": info,

@@ -378,7 +378,8 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
     report.rules_checked = True
     findings = check_source(source, allowed_imports=spec.allowed_imports,
                             banned_names=spec.banned_names,
-                            allowed_submodules=spec.allowed_submodules)
+                            allowed_submodules=spec.allowed_submodules,
+                            context_params=spec.context_params)
     report.static = [smap.rewrite(str(f)) for f in findings]
     cases = spec.cases(hidden_cases)
     if only is not None:

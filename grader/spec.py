@@ -313,6 +313,10 @@ class LabSpec:
     # numba.typed) a lab lets students reach, by full name (e.g. "numba.cuda")
     allowed_submodules: frozenset = frozenset()
     banned_names: frozenset = frozenset()
+    #: first parameters whose attributes a function may set when it is only ever handed to
+    #: ``register_autograd`` (PyTorch's autograd context: ``ctx.eps = eps``); see
+    #: :func:`grader.static_check.check_source`
+    context_params: frozenset = frozenset()
     # kernellab.codegen profile the worker compiles under: for CPU labs the CPU's full vector
     # width, the width numpy/OpenBLAS and the measured FMA peak run at (GPU and NPU labs set
     # "default": Numba's own behaviour)
@@ -498,6 +502,14 @@ class LabSpec:
         add arrays of its own, sent back with the outputs). The base class observes
         nothing."""
         return contextlib.nullcontext({})
+
+    def run_call(self, fn, args: list, names: list, info: dict):
+        """Worker side (and the in-notebook checks): call the required function ``fn`` for one
+        case, ``args`` in the order of ``names`` (the case's call list: inputs, scalars and the
+        output arrays to fill). The base class calls ``fn(*args)``; a lab whose function is not
+        called with arrays (Lab 9: a PyTorch operator) adapts the call here and records what
+        it observes in ``info`` (:meth:`call_probe`'s dict, judged by :meth:`check_call`)."""
+        return fn(*args)
 
     def check_call(self, case: Case, data: CaseData, info: dict | None) -> str | None:
         """Grader side: None if what :meth:`call_probe` observed obeys the lab's rules (e.g.

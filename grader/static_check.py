@@ -179,6 +179,49 @@ def escape_names(allowed_imports: frozenset,
     return frozenset(names | (listed - exempt))
 
 
+def _context_stores(tree, names: frozenset) -> tuple[set, list]:
+    """PyTorch's autograd context: ``(ids of the allowed attribute stores, findings)``. In a
+    function whose first parameter is one of ``names`` (``ctx``) and never rebound, storing an
+    attribute of that parameter (``ctx.eps = eps``) is allowed, provided the function is only
+    ever named as an argument of a ``register_autograd(...)`` call: then only PyTorch calls it,
+    with a real context (called by the submission itself, ``setup_context(np.random, ...)``
+    would patch a library)."""
+    allowed, fns, findings = set(), set(), []
+    if not names:
+        return allowed, findings
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.args.args:
+            continue
+        first = fn.args.args[0].arg
+        if first not in names or any(isinstance(n, ast.Name) and n.id == first and
+                                     isinstance(n.ctx, (ast.Store, ast.Del))
+                                     for n in ast.walk(fn)):
+            continue
+        stores = [n for n in ast.walk(fn) if isinstance(n, ast.Attribute)
+                  and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)
+                  and n.value.id == first]
+        if stores:
+            fns.add(fn.name)
+            allowed.update(id(n) for n in stores)
+    if not fns:
+        return allowed, findings
+    handed = set()
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+                call.func.attr == "register_autograd":
+            for a in list(call.args) + [k.value for k in call.keywords]:
+                if isinstance(a, ast.Name):
+                    handed.add(id(a))
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and n.id in fns and isinstance(n.ctx, ast.Load) and \
+                id(n) not in handed:
+            findings.append(Finding(n.lineno, f"'{n.id}' sets attributes of its context "
+                                              "argument, so it may only be handed to "
+                                              "register_autograd (PyTorch calls it with a real "
+                                              "autograd context)"))
+    return allowed, findings
+
+
 _CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 _DUNDER = re.compile(r"^__\w+__$")
 
@@ -202,7 +245,8 @@ def _coding_finding(source: str) -> Finding | None:
 
 def check_source(source: str, *, allowed_imports: frozenset[str],
                  banned_names: frozenset[str] = frozenset(),
-                 allowed_submodules: frozenset[str] = frozenset()) -> list[Finding]:
+                 allowed_submodules: frozenset[str] = frozenset(),
+                 context_params: frozenset[str] = frozenset()) -> list[Finding]:
     """Return the rule violations in ``source`` (empty list: clean).
 
     ``allowed_imports``: top-level module names the lab permits. ``banned_names``: extra names
@@ -318,9 +362,13 @@ def check_source(source: str, *, allowed_imports: frozenset[str],
             expr = expr.value
         return expr.id if isinstance(expr, ast.Name) else None
 
+    ctx_ok, ctx_findings = _context_stores(tree, frozenset(context_params))
+    out.extend(ctx_findings)
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            if id(node) in ctx_ok:
+                continue
             if root_name(node) in modules:
                 out.append(Finding(line, f"assigning to '{ast.unparse(node)}' changes a "
                                          "library for everyone in the process: not allowed"))

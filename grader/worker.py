@@ -352,7 +352,7 @@ def main(argv: list[str]) -> int:
                 args = [arrays[n] if n in arrays else scalars[n] for n in req["call"]]
                 with spec.call_probe(arrays) as info:  # e.g. the GPU labs' kernel launches
                     t0 = time.perf_counter()
-                    ret = fn(*args)
+                    ret = spec.run_call(fn, args, req["call"], info)
                     dt_s = time.perf_counter() - t0
                 wrong = CaseData({}, {k: (tuple(s), d) for k, (s, d) in req["outputs"].items()},
                                  [], returns=list(req.get("returns") or [])

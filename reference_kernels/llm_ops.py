@@ -43,7 +43,8 @@ import numpy as np
 
 from reference_kernels.norms import _widen, rmsnorm_golden
 
-__all__ = ["fused_add_rmsnorm_golden", "rope_inv_freq", "rope_cos_sin_golden", "rope_golden",
+__all__ = ["fused_add_rmsnorm_golden", "fused_add_rmsnorm_backward_golden", "rope_inv_freq",
+           "rope_cos_sin_golden", "rope_golden",
            "rope_qkv_golden", "rope_pairs", "swiglu_golden", "silu_golden", "ROPE_LAYOUTS",
            "ROPE_BASE", "MAX_POSITIONS"]
 
@@ -68,6 +69,34 @@ def fused_add_rmsnorm_golden(x, residual, weight=None, eps: float = 1e-6):
         raise ValueError(f"x {x64.shape} and residual {r64.shape} must have the same shape")
     h = x64 + r64
     return rmsnorm_golden(h, weight, eps), h
+
+
+def fused_add_rmsnorm_backward_golden(x, residual, weight, grad_out, grad_h,
+                                      eps: float = 1e-6):
+    """``(dx, dresidual, dweight)`` of :func:`fused_add_rmsnorm_golden`'s ``(out, h)`` for the
+    upstream gradients ``grad_out`` and ``grad_h`` (shape of x; ``grad_h`` None: zero),
+    float64. With ``rstd = 1 / sqrt(mean(h**2) + eps)``, ``n = h rstd`` and ``g = grad_out
+    weight`` (the chain rule through eq. 4 of Zhang & Sennrich 2019)::
+
+        dh        = rstd (g - n mean(g n)) + grad_h       # per row, mean over the N features
+        dx        = dresidual = dh                        # h = x + residual
+        dweight   = sum over rows of grad_out n
+
+    ``x``, ``residual``, ``grad_out``, ``grad_h``: (R, N) float arrays; ``weight`` (N,).
+    Raises what :func:`fused_add_rmsnorm_golden` raises, and ValueError for a gradient of
+    another shape."""
+    _, h = fused_add_rmsnorm_golden(x, residual, weight, eps)
+    w = _widen(weight, "weight")
+    gy = _widen(grad_out, "grad_out")
+    gh = np.zeros_like(h) if grad_h is None else _widen(grad_h, "grad_h")
+    if gy.shape != h.shape or gh.shape != h.shape:
+        raise ValueError(f"gradients {gy.shape}, {gh.shape} must have h's shape {h.shape}")
+    _, rstd = rmsnorm_golden(h, None, eps, return_rstd=True)
+    n = h * rstd[..., None]
+    g = gy * w
+    dh = rstd[..., None] * (g - n * np.mean(g * n, axis=-1, keepdims=True)) + gh
+    dw = np.sum((gy * n).reshape(-1, h.shape[-1]), axis=0)
+    return dh, dh.copy(), dw
 
 
 def _check_rotary(rotary_dim, head_dim=None) -> int:

@@ -31,10 +31,24 @@ def lab_markers(path: Path) -> tuple[str, ...]:
     return SHARED.get(rel.parts[0], (rel.parts[0],))
 
 
+#: test files whose verdicts rest on wall-clock ratios measured on this machine's CPU (the cpu
+#: labs' gradings with their performance phase): marked ``timed``, which ``make test`` runs
+#: after the rest, alone, so that the other worker's load does not slow one side of a ratio
+TIMED = {"gemm_cpu/test_grader_gemm_cpu.py", "gemm_cpu/test_gemm_cpu_verdicts.py",
+         "winograd/test_grader_winograd.py", "int8_linear/test_grader_int8_linear.py",
+         "torch_op/test_grader_torch_op.py"}
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for name in lab_markers(item.path):
             item.add_marker(getattr(pytest.mark, name))
+        try:
+            rel = Path(item.path).resolve().relative_to(LABS_DIR).as_posix()
+        except ValueError:
+            continue
+        if rel in TIMED:
+            item.add_marker(pytest.mark.timed)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -24,6 +24,7 @@ LABS = {
     "npu-matmul": "grader.labs.npu_matmul:NPUMatmul",
     "moe": "grader.labs.moe:MoE",
     "decode-attention": "grader.labs.decode_attention:DecodeAttention",
+    "torch-op": "grader.labs.torch_op:TorchOp",
 }
 
 

@@ -92,3 +92,31 @@ def test_rules_do_not_depend_on_what_the_process_imported():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "[]", r.stdout
+
+
+# PyTorch's autograd context (Lab 9): ctx.eps = eps, and only there
+
+_CTX = dict(allowed_imports=frozenset({"numpy", "torch"}),
+            allowed_submodules=frozenset({"torch.library"}), context_params=frozenset({"ctx"}))
+_SETUP = ("def setup_context(ctx, inputs, output):\n"
+          "    ctx.eps = inputs[3]\n"
+          "    ctx.save_for_backward(output[1])\n")
+
+
+def test_a_setup_context_handed_to_register_autograd_may_set_ctx_attributes():
+    src = _SETUP + "op.register_autograd(backward, setup_context=setup_context)\n"
+    assert check_source(src, **_CTX) == []
+
+
+def test_a_setup_context_called_by_the_submission_is_a_finding():
+    """Called with a module as its context it would patch the library: only PyTorch may call
+    it, so any other use of its name is a finding; so is a rebound ``ctx``, and without the
+    lab's ``context_params`` the store is the usual attribute-assignment finding."""
+    called = _SETUP + "import numpy as np\nsetup_context(np.random, 1, 2)\n"
+    assert any("may only be handed to register_autograd" in f.message
+               for f in check_source(called, **_CTX))
+    aliased = _SETUP + "f = setup_context\n"
+    assert check_source(aliased, **_CTX)
+    rebound = "def s(ctx, i, o):\n    ctx = o\n    ctx.x = 1\n"
+    assert check_source(rebound, **_CTX)
+    assert check_source(_SETUP, allowed_imports=frozenset({"numpy"}))
