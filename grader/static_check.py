@@ -313,8 +313,14 @@ def check_source(source: str, *, allowed_imports: frozenset[str],
         if name in gemm and what != "name":
             # a bare name can only come from an import (checked as an imported name) or be the
             # submission's own variable (``dot = 0.0`` is fine)
-            out.append(Finding(line, f"{what} '{name}' computes the product for you (or reaches a "
-                                     "library/reference GEMM): write the loops yourself"))
+            if name in BANNED_GEMM:
+                out.append(Finding(line, f"{what} '{name}' computes the product for you (or "
+                                         "reaches a library/reference GEMM): write the loops "
+                                         "yourself"))
+            else:
+                out.append(Finding(line, f"{what} '{name}' reaches what this lab asks you to "
+                                         "write (a library's own operator, the course's "
+                                         "reference or baseline): compute it yourself"))
         elif name in BANNED_BUILTINS:
             out.append(Finding(line, f"'{name}' is not allowed in a graded submission"))
         elif name in BANNED_NUMBA:

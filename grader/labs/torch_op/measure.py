@@ -56,7 +56,8 @@ def _first(exc: BaseException) -> str:
     """The message of a PyTorch check's error in one line, without the traceback PyTorch may
     append to it (a report quotes no traceback)."""
     text = str(exc)
-    for cut in ("Traceback", "\n  File ", "(scroll up"):
+    for cut in ("Traceback", "\n  File ", "(scroll up", "Set TORCHDYNAMO_VERBOSE",
+                "from user code:"):
         text = text.split(cut)[0]
     text = " ".join(text.split())
     return text[:QUOTE] + ("..." if len(text) > QUOTE else "")
@@ -95,6 +96,19 @@ def to_numpy(t, out: np.ndarray) -> None:
         out[...] = t.numpy()
 
 
+def same_bits(t, before) -> bool:
+    """``t``'s whole buffer (its base: the padding of a strided view too) bit for bit as in
+    ``before`` (:func:`snapshot`)."""
+    now = snapshot(t)
+    return now.shape == before.shape and bool((now == before).all())
+
+
+def snapshot(t):
+    """The bytes of ``t``'s whole buffer (its ``_base`` when ``t`` is a view)."""
+    base = (t._base if t._base is not None else t).detach()
+    return base.contiguous().view(-1).view(_torch().uint8).clone()
+
+
 def _span(t) -> tuple[int, int]:
     s = t.untyped_storage()
     return s.data_ptr(), s.data_ptr() + s.nbytes()
@@ -129,7 +143,7 @@ def contract_problem(outs, ins: dict, before: dict, want_dtype) -> str | None:
             if pname < oname and _span(p)[0] < a1 and a0 < _span(p)[1]:
                 return f"outputs {pname} and {oname} share memory: each must be its own tensor"
     for iname, t in ins.items():
-        if not torch.equal(t.detach(), before[iname]):
+        if not same_bits(t, before[iname]):
             return (f"the operator changed its input {iname}: its schema declares no mutation "
                     "(mutates_args=()), so compiled code may reuse the old values")
     return None
@@ -152,7 +166,7 @@ def _run_case(op, a: dict, info: dict) -> None:
     layout, check, eps = str(a["layout"]), str(a["check"]), float(a["eps"])
     grad = "grad_out" in a
     ins = {k: tensor(a[k], layout) for k in ("x", "residual", "weight")}
-    before = {k: v.clone() for k, v in ins.items()}
+    before = {k: snapshot(v) for k, v in ins.items()}
     want_dtype = ins["x"].dtype
     for t in ins.values():
         t.requires_grad_(grad)
@@ -202,7 +216,7 @@ def _run_case(op, a: dict, info: dict) -> None:
         info["problem"] = ("y and h carry no autograd history although the inputs require "
                            "grad: register the backward (add_rmsnorm.register_autograd)")
         return
-    gy, gh = tensor(a["grad_out"], "contiguous"), tensor(a["grad_h"], "contiguous")
+    gy, gh = tensor(a["grad_out"], layout), tensor(a["grad_h"], layout)
     try:
         torch.autograd.backward([y, h], [gy, gh])
     except Exception as exc:  # noqa: BLE001 - quoted in one line, without PyTorch's traceback

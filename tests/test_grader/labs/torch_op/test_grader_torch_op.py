@@ -67,8 +67,22 @@ def test_cases_cover_layouts_checks_dtypes_and_grad_on_and_off():
     assert {c[2] for c in cs} == set(lab.DTYPES)
     assert {c[4] for c in cs} == {True, False}
     assert {769, 511, 5125, 1} <= {c[1] for c in cs}
+    assert {c[6] for c in cs} == set(lab.EPS_CHOICES)
+    assert any(c[5] == "opcheck" and c[4] and c[2] == "bfloat16" for c in cs)
     spec = lab.TorchOp()
     assert all(spec.case_limits(p) is None for p in spec.visible_params())
+
+
+def test_tolerances_reject_an_operator_that_drops_eps():
+    """With eps = 0.1 (mean(h^2) is about 2) the output of eps = 0 is far outside the bound."""
+    spec = lab.TorchOp()
+    p = next(p for p in spec.visible_params() if p["eps"] == 0.1 and p["dtype"] != "float64")
+    case = Case(spec.case_name(p), p, seed=5)
+    data = spec.case_data(case)
+    no_eps = lab.golden({**p, "eps": 1e-30}, data.inputs)
+    dt = data.inputs["x"].dtype
+    outs = {k: no_eps[k].astype(np.float32 if k == "rstd" else dt) for k in ("y", "h", "rstd")}
+    assert not spec.compare(case, data, outs).ok
 
 
 def test_tolerances_reject_a_backward_without_the_rstd_term_and_zeros():
@@ -91,13 +105,13 @@ def test_tolerances_reject_a_backward_without_the_rstd_term_and_zeros():
         x, r, w = (lab.f64(data.inputs[k]) for k in ("x", "residual", "weight"))
         gy, gh = lab.f64(data.inputs["grad_out"]), lab.f64(data.inputs["grad_h"])
         h = x + r
-        rstd = 1 / np.sqrt(np.mean(h * h, axis=1) + lab.EPS)
+        rstd = 1 / np.sqrt(np.mean(h * h, axis=1) + p["eps"])
         wrong = rstd[:, None] * gy * w + gh           # dh without -n mean(g n)
         bad = dict(outs, dx=wrong.astype(dt), dresidual=wrong.astype(dt))
         assert not spec.compare(case, data, bad).ok, case.name
         zeros = {k: np.zeros_like(v) for k, v in outs.items()}
         assert not spec.compare(case, data, zeros).ok, case.name
-        dx, _, _ = fused_add_rmsnorm_backward_golden(x, r, w, gy, gh, lab.EPS)
+        dx, _, _ = fused_add_rmsnorm_backward_golden(x, r, w, gy, gh, p["eps"])
         assert np.allclose(dx, ref["dx"])
 
 
