@@ -103,7 +103,9 @@ class Worker:
                # the lab's codegen profile and thread counts are the grader's to set, not
                # whatever the calling shell or notebook exported; so are the sim tier's checks
                # (KERNELLAB_SIM_CHECKS=fast would drop the race detector and the counters)
-               if not k.startswith(("NUMBA_", "KERNELLAB_SIM_"))}
+               # torch.compile's cache folders too: the worker uses its own (a shared one
+               # would load another grading's pickled artefacts)
+               if not k.startswith(("NUMBA_", "KERNELLAB_SIM_", "TORCHINDUCTOR_", "TRITON_"))}
         env.pop("KERNELLAB_HIDDEN_SEED", None)  # the instructor's secret stays with the grader
         tier = "cpu" if cpu_only else tier
         if tier in ("cpu", "sim", "npu"):  # no CUDA driver probe (cuInit) under the memory limit

@@ -41,13 +41,18 @@ def require():
     return torch
 
 
-def compile_cache(root: Path | None = None) -> Path:
+def compile_cache(root: Path | None = None, *, force: bool = False) -> Path:
     """Point torch.compile's caches (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``) at
-    ``root`` (default :data:`CACHE`) unless the environment already names them; returns the
-    Inductor folder in use. Call before ``torch.compile`` first runs."""
+    ``root`` (default :data:`CACHE`) unless the environment already names them (``force``:
+    whatever it names; the grader's worker, whose compiled artefacts, pickles, must come from
+    no other grading); returns the Inductor folder in use. Call before ``torch.compile`` first
+    runs."""
     root = Path(root) if root is not None else CACHE
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
-    os.environ.setdefault("TRITON_CACHE_DIR", str(root / "triton"))
+    for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
+        if force:
+            os.environ[var] = str(root / sub)
+        else:
+            os.environ.setdefault(var, str(root / sub))
     path = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -31,6 +31,7 @@ GOOD = {
     "npu-matmul": ({"M": 3, "N": 4, "K": 5}, "N"),
     "moe": ({"fn": "combine", "M": 3, "k": 2, "N": 4}, "N"),
     "decode-attention": ({"B": 1, "Hq": 4, "Hkv": 1, "d": 64, "L": 5, "num_splits": 2}, "L"),
+    "torch-op": ({"R": 3, "N": 5}, "N"),
 }
 
 #: (what is wrong, how to make it from a good case and its integer key, words the error has)

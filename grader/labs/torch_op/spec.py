@@ -186,7 +186,7 @@ class TorchOp(LabSpec):
     context_params = frozenset({"ctx"})
     banned_names = frozenset({"rms_norm", "RMSNorm", "layer_norm", "LayerNorm", "ops",
                               "native_layer_norm", "group_norm", "batch_norm", "normalize"})
-    codegen = "default"
+    codegen = "full_width"
     compile_timeout_s = 300.0
     case_timeout_s = 120.0          # a compile case: torch.compile's cold start
     first_call_timeout_s = 120.0

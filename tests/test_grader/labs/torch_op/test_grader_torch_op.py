@@ -155,3 +155,21 @@ def test_a_backward_that_runs_the_forward_again_fails_the_backward_rule(tmp_path
     assert d["cases_passed"] == d["cases_total"]
     rules = {x["name"]: x for x in d["rules"]}
     assert rules[lab.BACKWARD.name]["passed"] is False, rules[lab.BACKWARD.name]
+
+
+def test_the_worker_compiles_into_its_own_folder(tmp_path):
+    """Whatever cache folder the environment names (the suite's own process sets the
+    project's), the worker side points torch.compile at the grading's folder: Inductor's
+    artefacts are pickles, and one grading's must never load in another's. The sandbox drops
+    the variables too."""
+    code = ("import os\nfrom grader.labs.torch_op import measure\nmeasure._torch()\n"
+            "print(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n")
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR="/elsewhere",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(tmp_path / "torch-cache" / "inductor")
+    from grader import sandbox
+
+    assert "TORCHINDUCTOR_" in Path(sandbox.__file__).read_text()
