@@ -228,6 +228,11 @@ def _run_case(op, a: dict, info: dict) -> None:
             raise
         info["problem"] = f"the backward raised {type(exc).__name__}: {_first(exc)}"
         return
+    for iname, t in ins.items():
+        if not same_bits(t, before[iname]):
+            info["problem"] = (f"the backward changed the input {iname}: a backward returns "
+                               "gradients and writes into nothing the forward was given")
+            return
     for name, key in zip(GRADS, ("x", "residual", "weight")):
         g = ins[key].grad
         if g is None:
