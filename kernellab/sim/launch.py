@@ -327,10 +327,7 @@ def _cell_value(cell):
 
 
 def _cell_is(cell, obj):
-    try:
-        return cell.cell_contents is obj
-    except ValueError:      # an empty cell
-        return False
+    return _cell_value(cell) is obj
 
 
 _math_swapped = {}      # id(globals) -> (globals, originals) during a launch

@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit
 
 from kernellab import numerics
-from kernellab.topics.torch_support import require
+from kernellab.topics.torch_support import require, shares_memory  # noqa: F401
 from reference_kernels.llm_ops import silu_golden, swiglu_golden
 
 torch = require()
@@ -215,21 +215,6 @@ def backward_bounds(grad, gate, up, dtype):
     b_gate = 8 * u * np.abs(dy * upv) * s * (1 + 2 * t) + extra * np.abs(d_gate) + tiny
     b_up = 6 * u * np.abs(d_up) + extra * np.abs(d_up) + tiny
     return torch.from_numpy(b_gate), torch.from_numpy(b_up)
-
-
-def shares_memory(out, *inputs) -> bool:
-    """True when the address range ``out`` spans overlaps any input's (conservative: two
-    interleaved views count as sharing). ``opcheck`` and custom_op's own check compare
-    storages, so an output built on a fresh storage over an input's memory
-    (``torch.from_numpy(x.numpy()[:])``) passes them; address ranges do not."""
-    def span(t):
-        if t.numel() == 0:
-            return 0, 0
-        steps = [(n - 1) * st * t.element_size() for n, st in zip(t.shape, t.stride())]
-        lo = t.data_ptr() + sum(min(0, s) for s in steps)
-        return lo, t.data_ptr() + sum(max(0, s) for s in steps) + t.element_size()
-    a0, a1 = span(out)
-    return any(b0 < a1 and a0 < b1 for b0, b1 in map(span, inputs))
 
 
 # ---- the chapter's training demo ------------------------------------------------------------

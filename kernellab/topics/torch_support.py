@@ -6,6 +6,9 @@ of the version ``Makefile`` pins); every other chapter and lab runs without it.
 ``torch.compile``'s caches (Inductor's generated code, about 150 MB) inside the project, under
 ``.kernellab-cache/torch``, never in the user's home.
 
+:func:`shares_memory` is the aliasing check by address ranges that opcheck lacks (chapter 9,
+Lab 9's grader).
+
 Errors: :func:`require` raises ``ModuleNotFoundError`` (the message says how to add the extra).
 """
 
@@ -56,3 +59,18 @@ def compile_cache(root: Path | None = None, *, force: bool = False) -> Path:
     path = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def shares_memory(out, *inputs) -> bool:
+    """True when the address range ``out`` spans overlaps any input's (conservative: two
+    interleaved views count as sharing). ``opcheck`` and custom_op's own check compare
+    storages, so an output built on a fresh storage over an input's memory
+    (``torch.from_numpy(x.numpy()[:])``) passes them; address ranges do not."""
+    def span(t):
+        if t.numel() == 0:
+            return 0, 0
+        steps = [(n - 1) * st * t.element_size() for n, st in zip(t.shape, t.stride())]
+        lo = t.data_ptr() + sum(min(0, s) for s in steps)
+        return lo, t.data_ptr() + sum(max(0, s) for s in steps) + t.element_size()
+    a0, a1 = span(out)
+    return any(b0 < a1 and a0 < b1 for b0, b1 in map(span, inputs))

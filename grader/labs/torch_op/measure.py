@@ -111,11 +111,6 @@ def snapshot(t):
     return base.contiguous().view(-1).view(_torch().uint8).clone()
 
 
-def _span(t) -> tuple[int, int]:
-    s = t.untyped_storage()
-    return s.data_ptr(), s.data_ptr() + s.nbytes()
-
-
 def contract_problem(outs, ins: dict, before: dict, want_dtype) -> str | None:
     """What breaks the operator's contract in its returned ``outs`` and its inputs ``ins``
     (``before``: their values before the call), in plain words; None if nothing."""
@@ -132,17 +127,17 @@ def contract_problem(outs, ins: dict, before: dict, want_dtype) -> str | None:
         if tuple(o.shape) != tuple(shape) or o.dtype != dt:
             return (f"{name} is {tuple(o.shape)} {o.dtype}, not {tuple(shape)} {dt}: check the "
                     "operator's outputs (and its fake kernel's, which must agree)")
+    from kernellab.topics.torch_support import shares_memory
+
     named = dict(zip(STAT, outs))
     for oname, o in named.items():
-        a0, a1 = _span(o)
         for iname, t in ins.items():
-            b0, b1 = _span(t)
-            if a0 < b1 and b0 < a1:
+            if shares_memory(o, t):
                 return (f"output {oname} shares memory with input {iname}: a custom op's outputs "
                         "must be new tensors (a view of an input, numpy's included, lets a "
                         "compiled graph write into the caller's tensor)")
         for pname, p in named.items():
-            if pname < oname and _span(p)[0] < a1 and a0 < _span(p)[1]:
+            if pname < oname and shares_memory(o, p):
                 return f"outputs {pname} and {oname} share memory: each must be its own tensor"
     for iname, t in ins.items():
         if not same_bits(t, before[iname]):

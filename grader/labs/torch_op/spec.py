@@ -109,14 +109,15 @@ def tolerances(p: dict, ref: dict) -> dict:
       sum |grad_out n| + 4 u_o |dweight|``;
 
     plus half the output dtype's smallest subnormal everywhere."""
+    from kernellab.numerics import _BF16
+
     dtype = p["dtype"]
     R, N = p["R"], p["N"]
     u = _u("float64" if dtype == "float64" else "float32")
     uo = _u(dtype)
     uh = uo if dtype == "bfloat16" else 0.0
     stat = "float64" if dtype == "float64" else "float32"
-    floor = 0.5 * float(finfo(np.float64 if dtype == "float64" else np.float32).smallest_subnormal
-                        if dtype != "bfloat16" else 2.0 ** -134)
+    floor = 0.5 * float(finfo(_BF16 if dtype == "bfloat16" else np.dtype(dtype)).smallest_subnormal)
     e_r = (C_SUM * math.sqrt(N) + 4) * u + 2 * uh
     rs = ref["rstd"][:, None]
     out = {
