@@ -39,6 +39,7 @@ def graded():
     return r, time.perf_counter() - t0
 
 
+@pytest.mark.timed
 def test_solution_passes_in_budget_with_margin(graded):
     r, seconds = graded
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -115,6 +116,33 @@ def test_tolerances_reject_a_backward_without_the_rstd_term_and_zeros():
         assert np.allclose(dx, ref["dx"])
 
 
+def test_timed_calls_are_checked_on_fresh_rows_and_the_whole_dweight():
+    """The performance phase's check of each timed call: the golden outputs rounded to float32
+    pass; a wrong block of rows, a wrong dweight, every row off by 1% and zeros fail."""
+    from grader.labs.torch_op import measure
+
+    spec = lab.TorchOp()
+    R, N = 1000, 96
+    p = {"R": R, "N": N, "dtype": "float32", "layout": "contiguous", "grad": True,
+         "check": "none", "eps": 1e-6}
+    rng = np.random.default_rng(11)
+    ins = {"x": rng.standard_normal((R, N), dtype=np.float32),
+           "residual": rng.standard_normal((R, N), dtype=np.float32),
+           "weight": (1 + 0.5 * rng.standard_normal(N)).astype(np.float32),
+           "grad_out": rng.standard_normal((R, N), dtype=np.float32),
+           "grad_h": 0.5 * rng.standard_normal((R, N), dtype=np.float32)}
+    ref = lab.golden(p, ins)
+    outs = {k: ref[k].astype(np.float32) for k in measure.STAT + measure.GRADS}
+    assert measure.timed_call_ok(spec, p, ins, outs, np.random.default_rng())
+    half = {k: v.copy() for k, v in outs.items()}
+    half["y"][R // 2:] = 0                       # half the rows left undone
+    off = dict(outs, dx=outs["dx"] * np.float32(1.01))
+    dweight = dict(outs, dweight=outs["dweight"] * np.float32(1.01))
+    zeros = {k: np.zeros_like(v) for k, v in outs.items()}
+    for bad in (half, off, dweight, zeros):
+        assert not measure.timed_call_ok(spec, p, ins, bad, np.random.default_rng())
+
+
 def test_a_course_without_torch_says_how_to_add_it():
     """With torch hidden (``sys.modules["torch"] = None``: ``import torch`` fails), kernellab
     imports, another lab's spec loads, ``torch_support.require`` raises with the hint, and this
@@ -142,34 +170,54 @@ def test_a_course_without_torch_says_how_to_add_it():
     assert "TIER PyTorch is the course's optional extra" in r.stdout
 
 
+@pytest.mark.timed
 @pytest.mark.slow
 def test_a_backward_that_runs_the_forward_again_fails_the_backward_rule(tmp_path):
-    """The known-wrong recompute_in_backward: correct (every case passes), but its backward
-    costs a forward more, so the backward / forward time rule fails. Timed for real, so its
-    verdict is this test's, not the manifest's."""
+    """The known-wrong recompute_in_backward: correct (every case it is graded on passes), but
+    its backward costs a forward more, so the backward / forward time rule fails. Timed for
+    real, so its verdict is this test's, not the manifest's; graded as the manifest grades
+    torch-op's known-wrong ones (every case but the torch.compile one: tests/known.py)."""
     import known
 
+    from grader.runner import grade
+
     sub = known.submission("torch-op", "recompute_in_backward", "wrong", tmp_path)
-    r = cli("grade", "torch-op", str(sub), "--json")
-    d = json.loads(r.stdout)
-    assert d["cases_passed"] == d["cases_total"]
-    rules = {x["name"]: x for x in d["rules"]}
-    assert rules[lab.BACKWARD.name]["passed"] is False, rules[lab.BACKWARD.name]
+    rep = grade("torch-op", sub, **known.grading("torch-op", "wrong", "recompute_in_backward",
+                                                 performance=True))
+    assert rep.cases and all(c.passed for c in rep.cases), rep.to_text()
+    rules = {r.name: r for r in rep.rules}
+    assert rules[lab.BACKWARD.name].passed is False, rules[lab.BACKWARD.name]
 
 
 def test_the_worker_compiles_into_its_own_folder(tmp_path):
     """Whatever cache folder the environment names (the suite's own process sets the
     project's), the worker side points torch.compile at the grading's folder: Inductor's
-    artefacts are pickles, and one grading's must never load in another's. The sandbox drops
-    the variables too."""
-    code = ("import os\nfrom grader.labs.torch_op import measure\nmeasure._torch()\n"
-            "print(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n")
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR="/elsewhere",
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       cwd=tmp_path, env=env, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == str(tmp_path / "torch-cache" / "inductor")
+    artefacts are pickles, and one grading's must never load in another's. A notebook's own
+    check (grader.local, the same module outside the worker) keeps the project's cache and
+    never writes into the notebook's folder. The sandbox drops the variables too."""
+    def cache_dir(as_worker: bool, **env_vars) -> str:
+        code = ("import os, sys, types\n"
+                + ("sys.modules['__main__'].__spec__ = types.SimpleNamespace("
+                   "name='grader.worker')\n" if as_worker else "")
+                + "from grader.labs.torch_op import measure\nmeasure._torch()\n"
+                "print(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHINDUCTOR_")}
+        env.update(env_vars, PYTHONPATH=os.pathsep.join([str(ROOT),
+                                                         os.environ.get("PYTHONPATH", "")]))
+        cwd = tmp_path / ("worker" if as_worker else "notebook")
+        cwd.mkdir(exist_ok=True)
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           cwd=cwd, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    assert cache_dir(True, TORCHINDUCTOR_CACHE_DIR="/elsewhere") == str(
+        tmp_path / "worker" / "torch-cache" / "inductor")
+    assert cache_dir(False, TORCHINDUCTOR_CACHE_DIR="/elsewhere") == "/elsewhere"
+    from kernellab.topics.torch_support import CACHE
+
+    assert cache_dir(False) == str(CACHE / "inductor")
+    assert list((tmp_path / "notebook").iterdir()) == []
     from grader import sandbox
 
     assert "TORCHINDUCTOR_" in Path(sandbox.__file__).read_text()
