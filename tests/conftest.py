@@ -4,7 +4,10 @@ never writes into the user's ~/.cache; figures a test opens are closed after it.
 The tests mirror the packages (tests/test_kernellab/sim/ tests kernellab/sim/ ...). A lab's tests
 live in tests/test_grader/labs/<lab>/ and carry that lab's marker (its id with underscores, declared
 in pyproject.toml), so ``pytest -m gemm_cuda`` runs one lab's tests; tests/test_grader/labs/npu/
-holds the tests the two NPU labs share and carries both markers. The helper modules the tests
+holds the tests the two NPU labs share and carries both markers. A test whose verdict rests on
+wall-clock ratios measured on this machine's CPU (a cpu lab's performance phase) is marked
+``timed``: ``make test`` runs those last, alone, so that no other test's load slows one side of a
+ratio; the rest of a lab's tests run beside the others. The helper modules the tests
 import (known, one_lab_course, notebook_rules) sit in tests/, which pytest puts on sys.path
 because this file is there."""
 
@@ -31,24 +34,10 @@ def lab_markers(path: Path) -> tuple[str, ...]:
     return SHARED.get(rel.parts[0], (rel.parts[0],))
 
 
-#: test files whose verdicts rest on wall-clock ratios measured on this machine's CPU (the cpu
-#: labs' gradings with their performance phase): marked ``timed``, which ``make test`` runs
-#: after the rest, alone, so that the other worker's load does not slow one side of a ratio
-TIMED = {"gemm_cpu/test_grader_gemm_cpu.py", "gemm_cpu/test_gemm_cpu_verdicts.py",
-         "winograd/test_grader_winograd.py", "int8_linear/test_grader_int8_linear.py",
-         "torch_op/test_grader_torch_op.py"}
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for name in lab_markers(item.path):
             item.add_marker(getattr(pytest.mark, name))
-        try:
-            rel = Path(item.path).resolve().relative_to(LABS_DIR).as_posix()
-        except ValueError:
-            continue
-        if rel in TIMED:
-            item.add_marker(pytest.mark.timed)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -9,11 +9,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 from known import Folder  # tests/known.py: where each known submission is
 
 ROOT = Path(__file__).resolve().parents[4]
 SOLUTION = ROOT / "solutions" / "01_gemm_cpu.ipynb"
 IKJ = Folder("gemm-cpu", "wrong") / "ikj_plain.py"
+
+pytestmark = pytest.mark.timed   # wall-clock ratios: make test runs it last, alone
 
 # The lab's performance phase (GemmCPU.measure, then perf_rules) as the grader's worker runs it,
 # outside the sandbox, for each submission given. The naive group is timed at 64 instead of 512:

@@ -33,6 +33,7 @@ def first_error(report) -> str:
 
 
 # ---------------------------------------------------------------------------- end to end (CLI)
+@pytest.mark.timed
 @pytest.mark.slow
 def test_solution_passes_everything_and_json_has_the_figures():
     r = cli("grade", "gemm-cpu", str(SOLUTION), "--json")
@@ -182,6 +183,7 @@ def test_crash_costs_only_its_worker_and_grading_goes_on():
     assert len(rep.cases) == len(VISIBLE_SHAPES) * len(DTYPES) + REPEATS  # + the repeats
 
 
+@pytest.mark.timed
 @pytest.mark.slow
 def test_plain_ikj_loop_is_correct_but_too_slow():
     rep = grade("gemm-cpu", SUBS / "ikj_plain.py")

@@ -38,6 +38,7 @@ def failed(report) -> dict[str, str]:
     return {c.case: c.error or "" for c in report.cases if not c.passed}
 
 
+@pytest.mark.timed
 @pytest.mark.slow
 def test_solution_passes_everything_with_margin():
     r = cli("grade", "int8-linear", str(SOLUTION), "--json")
@@ -80,6 +81,7 @@ def test_returned_outputs_are_checked(tmp_path):
         assert q and all(e and reason in e for e in q), (name, q[:2])
 
 
+@pytest.mark.timed
 @pytest.mark.slow
 def test_writing_inputs_during_timed_calls_fails_the_recheck():
     rep = grade("int8-linear", SUBS / "writes_inputs_when_timed.py")

@@ -39,6 +39,7 @@ def errors(report) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- end to end
+@pytest.mark.timed
 @pytest.mark.slow
 def test_solution_passes_everything_with_margin():
     r = cli("grade", "winograd", str(SOLUTION), "--json")
@@ -66,6 +67,7 @@ def test_untouched_lab_fails_with_not_implemented():
 # each known-wrong one fails its cases for its reason: tests/test_grader/test_known_verdicts.py
 
 
+@pytest.mark.timed
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["direct.py", "filter_per_tile.py"])
 def test_too_slow_submissions_pass_the_cases_and_fail_the_speed_rule(name):
@@ -76,6 +78,7 @@ def test_too_slow_submissions_pass_the_cases_and_fail_the_speed_rule(name):
     assert not rep.passed
 
 
+@pytest.mark.timed
 @pytest.mark.slow
 def test_writing_inputs_during_timed_calls_fails_the_recheck():
     rep = grade("winograd", SUBS / "writes_inputs_when_timed.py")
