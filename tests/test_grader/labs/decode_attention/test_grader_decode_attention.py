@@ -8,31 +8,23 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from lab_cli import assert_untouched_fails, cli  # tests/lab_cli.py
 
 import kernellab
 from grader.labs.decode_attention import spec as lab
 from grader.spec import Case
 
 ROOT = Path(__file__).resolve().parents[4]
-KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "08b_decode_attention.ipynb"
 LAB = ROOT / "labs" / "08b_decode_attention.ipynb"
 
 pytestmark = pytest.mark.skipif(kernellab.TIER != "sim",
                                 reason="the modelled verdicts are the sim tier's")
-
-
-def cli(*args):
-    return subprocess.run([str(KERNELLAB), *args], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ), timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +52,7 @@ def test_solution_passes_in_budget_with_margin(graded):
 
 
 def test_untouched_lab_fails_with_not_implemented():
-    r = cli("grade", "decode-attention", str(LAB), "--quiet")
-    assert r.returncode == 1
-    assert "not implemented" in r.stdout
-    assert "Traceback" not in r.stdout + r.stderr
+    assert_untouched_fails("decode-attention", LAB)
 
 
 def test_cases_poison_what_must_not_be_read_and_zeros_fail():

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -30,10 +27,10 @@ from grader.runner import grade, recheck
 from grader.spec import Case, CaseData, HiddenCases
 from reference_kernels.attention import attention_golden, attention_plain
 from known import Folder  # tests/known.py: where each known submission is
+from lab_cli import assert_untouched_fails, cli  # tests/lab_cli.py
 
 ROOT = Path(__file__).resolve().parents[4]
 SUBS = Folder("flash-attention", "wrong")
-KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "05_flash_attention.ipynb"
 LAB = ROOT / "labs" / "05_flash_attention.ipynb"
 
@@ -43,12 +40,6 @@ BY_KERNELS = "the attention was computed by kernels"
 
 sim_only = pytest.mark.skipif(kernellab.TIER != "sim",
                               reason="the known-wrong verdicts are the sim tier's")
-
-
-def cli(*args, env=None):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([str(KERNELLAB), *args], capture_output=True, text=True, cwd=ROOT,
-                          env=e, timeout=600)
 
 
 # ---------------------------------------------------------------------------- end to end (CLI)
@@ -82,10 +73,7 @@ def test_solution_passes_and_json_has_the_figures():
 
 @sim_only
 def test_untouched_lab_fails_with_not_implemented():
-    r = cli("grade", "flash-attention", str(LAB), "--quiet", "--no-perf")
-    assert r.returncode == 1
-    assert "not implemented" in r.stdout
-    assert "Traceback" not in r.stdout + r.stderr
+    assert_untouched_fails("flash-attention", LAB, "--no-perf")
 
 
 # ------------------------------------------------------------------ known-wrong submissions

@@ -6,26 +6,18 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from grader.runner import grade
 from known import Folder  # tests/known.py: where each known submission is
+from lab_cli import assert_untouched_fails, cli  # tests/lab_cli.py
 
 ROOT = Path(__file__).resolve().parents[4]
 SUBS = Folder("gemm-cpu", "wrong")
-KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "01_gemm_cpu.ipynb"
 LAB = ROOT / "labs" / "01_gemm_cpu.ipynb"
-
-
-def cli(*args, env=None):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([str(KERNELLAB), *args], capture_output=True, text=True, cwd=ROOT,
-                          env=e, timeout=900)
 
 
 def first_error(report) -> str:
@@ -62,10 +54,7 @@ def test_solution_passes_everything_and_json_has_the_figures():
 
 
 def test_untouched_lab_fails_with_not_implemented():
-    r = cli("grade", "gemm-cpu", str(LAB), "--quiet")
-    assert r.returncode != 0
-    assert "not implemented" in r.stdout
-    assert "Traceback" not in r.stdout + r.stderr
+    assert_untouched_fails("gemm-cpu", LAB)
 
 
 def test_usage_errors_are_plain_and_exit_2(tmp_path):

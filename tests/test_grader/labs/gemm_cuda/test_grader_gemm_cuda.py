@@ -7,9 +7,6 @@ clock and a numpy stand-in for cuBLAS)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,22 +19,16 @@ from grader.labs.gemm_cuda import spec as lab
 from grader.runner import grade, recheck
 from grader.worker import _describe_exception
 from known import Folder  # tests/known.py: where each known submission is
+from lab_cli import assert_untouched_fails, cli  # tests/lab_cli.py
 
 ROOT = Path(__file__).resolve().parents[4]
 SUBS = Folder("gemm-cuda", "wrong")
 OK = Folder("gemm-cuda", "ok")
-KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "02_gemm_cuda.ipynb"
 LAB = ROOT / "labs" / "02_gemm_cuda.ipynb"
 
 pytestmark = pytest.mark.skipif(kernellab.TIER != "sim",
                                 reason="the known-wrong verdicts are the sim tier's")
-
-
-def cli(*args, env=None):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([str(KERNELLAB), *args], capture_output=True, text=True, cwd=ROOT,
-                          env=e, timeout=600)
 
 
 def failing(report) -> list:
@@ -88,10 +79,7 @@ def test_solution_passes_in_budget_and_json_has_the_figures():
 
 
 def test_untouched_lab_fails_with_not_implemented():
-    r = cli("grade", "gemm-cuda", str(LAB), "--quiet")
-    assert r.returncode == 1
-    assert "not implemented" in r.stdout
-    assert "Traceback" not in r.stdout + r.stderr
+    assert_untouched_fails("gemm-cuda", LAB)
 
 
 def test_gpu_tier_forced_without_a_gpu_is_a_plain_fatal():

@@ -8,20 +8,17 @@ measurement on the simulator (benchmarks/gpu_check.py --simulate, tests/test_ben
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from lab_cli import assert_untouched_fails, cli  # tests/lab_cli.py
 
 import kernellab
 from grader.labs.gemm_tensor_core import spec as lab
 
 ROOT = Path(__file__).resolve().parents[4]
-KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "02b_gemm_tensor_core.ipynb"
 LAB = ROOT / "labs" / "02b_gemm_tensor_core.ipynb"
 
@@ -29,11 +26,6 @@ pytestmark = pytest.mark.skipif(kernellab.TIER != "sim",
                                 reason="the modelled verdicts are the sim tier's")
 
 UTIL, SPEED, BANKS, OVERLAP = (lab.UTIL.name, lab.SPEED.name, lab.BANKS.name, lab.OVERLAP.name)
-
-
-def cli(*args):
-    return subprocess.run([str(KERNELLAB), *args], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ), timeout=600)
 
 
 def test_solution_passes_in_budget_and_json_has_the_figures():
@@ -58,10 +50,7 @@ def test_solution_passes_in_budget_and_json_has_the_figures():
 
 
 def test_untouched_lab_fails_with_not_implemented():
-    r = cli("grade", "gemm-tensor-core", str(LAB), "--quiet")
-    assert r.returncode == 1
-    assert "not implemented" in r.stdout
-    assert "Traceback" not in r.stdout + r.stderr
+    assert_untouched_fails("gemm-tensor-core", LAB)
 
 
 def test_bfloat16_arrays_cross_the_worker_boundary(tmp_path):

@@ -7,29 +7,21 @@ known-wrong fails for its reason, per_expert_launches on both speed rules)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from lab_cli import assert_untouched_fails, cli  # tests/lab_cli.py
 
 import kernellab
 from grader.labs.moe import spec as lab
 
 ROOT = Path(__file__).resolve().parents[4]
-KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "08a_moe.ipynb"
 LAB = ROOT / "labs" / "08a_moe.ipynb"
 
 pytestmark = pytest.mark.skipif(kernellab.TIER != "sim",
                                 reason="the modelled verdicts are the sim tier's")
-
-
-def cli(*args):
-    return subprocess.run([str(KERNELLAB), *args], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ), timeout=600)
 
 
 def test_solution_passes_in_budget_and_json_has_the_figures():
@@ -54,10 +46,7 @@ def test_solution_passes_in_budget_and_json_has_the_figures():
 
 
 def test_untouched_lab_fails_with_not_implemented():
-    r = cli("grade", "moe", str(LAB), "--quiet")
-    assert r.returncode == 1
-    assert "not implemented" in r.stdout
-    assert "Traceback" not in r.stdout + r.stderr
+    assert_untouched_fails("moe", LAB)
 
 
 def test_gpu_rule_judges_the_speedup_over_per_expert_launches():

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -34,9 +33,9 @@ from kernellab.npu import asc
 from kernellab.npu.asc import TPosition as P
 from kernellab.npu.launch import content_digest
 from known import Folder  # tests/known.py: where each known submission is
+from lab_cli import assert_untouched_fails, cli  # tests/lab_cli.py
 
 ROOT = Path(__file__).resolve().parents[4]
-KERNELLAB = Path(sys.executable).parent / "kernellab"
 LABS = {  # lab -> (solution, generated lab, known-wrong submissions)
     "npu-vector-add": (ROOT / "solutions" / "07a_npu_vector_add.ipynb",
                        ROOT / "labs" / "07a_npu_vector_add.ipynb",
@@ -61,11 +60,6 @@ THRESHOLDS = {
 #: threshold of the rule it must fail by this one (figures in the labs' README.md)
 REFERENCE_MARGIN = 1.08
 WRONG_MARGIN = 1.04
-
-
-def cli(*args):
-    return subprocess.run([str(KERNELLAB), *args], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ), timeout=600)
 
 
 @functools.lru_cache(maxsize=None)
@@ -139,10 +133,7 @@ def test_reference_figures_are_the_documented_ones():
 
 @pytest.mark.parametrize("lab", sorted(LABS))
 def test_untouched_lab_fails_with_not_implemented(lab):
-    r = cli("grade", lab, str(LABS[lab][1]), "--quiet", "--no-perf")
-    assert r.returncode == 1
-    assert "not implemented" in r.stdout
-    assert "Traceback" not in r.stdout + r.stderr
+    assert_untouched_fails(lab, LABS[lab][1], "--no-perf")
 
 
 # ------------------------------------------------------------------ known-wrong submissions

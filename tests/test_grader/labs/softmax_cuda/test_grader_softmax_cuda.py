@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,10 +23,10 @@ from grader.spec import HiddenCases
 from kernellab.numerics import RowSoftmax, compare
 from reference_kernels.reductions import softmax_golden, softmax_shift
 from known import Folder  # tests/known.py: where each known submission is
+from lab_cli import assert_untouched_fails, cli  # tests/lab_cli.py
 
 ROOT = Path(__file__).resolve().parents[4]
 SUBS = Folder("softmax-cuda", "wrong")
-KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "03_softmax_cuda.ipynb"
 LAB = ROOT / "labs" / "03_softmax_cuda.ipynb"
 
@@ -39,12 +36,6 @@ pytestmark = pytest.mark.skipif(kernellab.TIER != "sim",
 SPEED = "modelled speedup over the three-pass softmax"
 COALESCED = "global memory coalesced"
 BY_KERNELS = "the softmax was computed by kernels"
-
-
-def cli(*args, env=None):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([str(KERNELLAB), *args], capture_output=True, text=True, cwd=ROOT,
-                          env=e, timeout=600)
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,10 +80,7 @@ def test_solution_passes_in_budget_and_json_has_the_figures():
 
 
 def test_untouched_lab_fails_with_not_implemented():
-    r = cli("grade", "softmax-cuda", str(LAB), "--quiet", "--no-perf")
-    assert r.returncode == 1
-    assert "not implemented" in r.stdout
-    assert "Traceback" not in r.stdout + r.stderr
+    assert_untouched_fails("softmax-cuda", LAB, "--no-perf")
 
 
 # ------------------------------------------------------------------ known-wrong submissions

@@ -6,9 +6,6 @@ while float16 transforms fail it."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,17 +18,12 @@ from grader.runner import grade
 from grader.spec import Case, HiddenCases
 from kernellab.numerics import unit_roundoff
 from known import Folder  # tests/known.py: where each known submission is
+from lab_cli import assert_untouched_fails, cli  # tests/lab_cli.py
 
 ROOT = Path(__file__).resolve().parents[4]
 SUBS = Folder("winograd", "wrong")
-KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "04_winograd.ipynb"
 LAB = ROOT / "labs" / "04_winograd.ipynb"
-
-
-def cli(*args):
-    return subprocess.run([str(KERNELLAB), *args], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ), timeout=900)
 
 
 def errors(report) -> list[str]:
@@ -58,10 +50,7 @@ def test_solution_passes_everything_with_margin():
 
 
 def test_untouched_lab_fails_with_not_implemented():
-    r = cli("grade", "winograd", str(LAB), "--quiet")
-    assert r.returncode != 0
-    assert "not implemented" in r.stdout
-    assert "Traceback" not in r.stdout + r.stderr
+    assert_untouched_fails("winograd", LAB)
 
 
 # each known-wrong one fails its cases for its reason: tests/test_grader/test_known_verdicts.py
