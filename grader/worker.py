@@ -184,8 +184,9 @@ def _kind(exc: BaseException) -> str:
 
 def _signature(ns: dict, name: str, params: list):
     """``{"params": [...], "binds": bool, "jit": ...}`` for ``ns[name]`` (a numba
-    dispatcher's Python function too): its parameter names, whether the lab's call
-    ``name(*params)`` binds to them (defaults and ``*args`` count), and what it is:
+    dispatcher's or a torch custom op's Python function too): its parameter names, whether
+    the lab's call ``name(*params)`` binds to them (defaults and ``*args`` count), and what
+    it is:
     ``"python"``, ``"cpu-jit"`` (an ``@njit`` dispatcher) or ``"cuda-kernel"`` (a
     ``@cuda.jit`` kernel); None if it is missing, "not callable" if it is not a function."""
     import inspect
@@ -195,8 +196,11 @@ def _signature(ns: dict, name: str, params: list):
         return None
     if not callable(obj):
         return "not callable"
+    # the Python function behind a numba dispatcher (py_func) or a torch.library custom op
+    # (CustomOpDef._init_fn, whose own signature is (*args, **kwargs))
+    inner = getattr(obj, "py_func", None) or getattr(obj, "_init_fn", None) or obj
     try:
-        sig = inspect.signature(getattr(obj, "py_func", obj))
+        sig = inspect.signature(inner if callable(inner) else obj)
     except Exception:  # noqa: BLE001 - whatever the object does, the signature is unknown
         return "unknown"
     try:
