@@ -65,21 +65,24 @@ PERF_R, PERF_N = 2048, 2048
 PERF_ROUNDS = 7
 PERF_THREADS = 1
 #: frozen from the solution with the known-wrong recompute_in_backward beside it (medians over 7
-#: rounds, two gradings each, `kernellab grade torch-op --json`, 2-core Xeon VM, 2026-12-06):
+#: rounds, two gradings each, 2-core Xeon VM, 2026-12-06):
 #:
-#:     figure                          solution      recompute_in_backward   threshold
-#:     forward + backward speedup      3.0x, 3.7x    2.4x, 1.9x              >= 1.5x
-#:     backward time / forward time    1.58, 1.56    2.82, 2.57              <= 2.0
+#:     figure                             solution      recompute_in_backward   threshold
+#:     forward + backward speedup         3.0x, 2.8x    1.9x, 2.1x              >= 1.5x
+#:     backward speedup (composition's)   3.9x, 4.4x    2.0x, 2.1x              >= 3.0x
 #:
 #: (the composition differentiated by autograd: about 3x the fused operator; a backward that
-#: runs the forward again costs a forward more)
+#: runs the forward again costs a forward more; the backward is judged against autograd's
+#: backward of the composition, not against the submission's own forward, so that a slower
+#: forward cannot make a slow backward pass)
 MIN_SPEEDUP = 1.5
-MAX_BACKWARD_RATIO = 2.0
+MIN_BACKWARD_SPEEDUP = 3.0
 
 SPEEDUP = Rule("forward + backward speedup over the unfused composition", ">=", MIN_SPEEDUP,
                "x", ("cpu",), "one pass over the rows instead of one a PyTorch operator")
-BACKWARD = Rule("backward time / forward time", "<=", MAX_BACKWARD_RATIO, "x", ("cpu",),
-                "the backward uses what the forward saved (h, rstd) instead of recomputing")
+BACKWARD = Rule("backward speedup over the composition's backward", ">=",
+                MIN_BACKWARD_SPEEDUP, "x", ("cpu",),
+                "the backward uses what the forward saved (h, rstd) instead of recomputing them")
 
 
 def _u(dtype: str) -> float:
@@ -302,5 +305,6 @@ class TorchOp(LabSpec):
         setup = m["setup"]["description"]
         return [SPEEDUP.judge(m["speedup"], f"{setup}: yours vs x + residual, then pow, mean, "
                                              "rsqrt and two products, differentiated by autograd"),
-                BACKWARD.judge(m["backward_ratio"], f"{setup}: your backward's time over your "
-                                                    "forward's, measured in the same rounds")]
+                BACKWARD.judge(m["backward_speedup"], f"{setup}: your backward vs autograd's "
+                                                      "backward of that composition, measured "
+                                                      "in the same rounds")]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lab_cli import assert_untouched_fails, cli  # tests/lab_cli.py
 
 pytest.importorskip("torch")
 
@@ -22,14 +23,8 @@ from grader.labs.torch_op import spec as lab  # noqa: E402
 from grader.spec import Case  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[4]
-KERNELLAB = Path(sys.executable).parent / "kernellab"
 SOLUTION = ROOT / "solutions" / "09_torch_op.ipynb"
 LAB = ROOT / "labs" / "09_torch_op.ipynb"
-
-
-def cli(*args, env=None):
-    return subprocess.run([str(KERNELLAB), *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env or dict(os.environ), timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +50,7 @@ def test_solution_passes_in_budget_with_margin(graded):
 
 
 def test_untouched_lab_fails_with_not_implemented():
-    r = cli("grade", "torch-op", str(LAB), "--quiet")
-    assert r.returncode == 1
-    assert "not implemented" in r.stdout
-    assert "Traceback" not in r.stdout + r.stderr
+    assert_untouched_fails("torch-op", LAB)
 
 
 def test_cases_cover_layouts_checks_dtypes_and_grad_on_and_off():
@@ -174,7 +166,7 @@ def test_a_course_without_torch_says_how_to_add_it():
 @pytest.mark.slow
 def test_a_backward_that_runs_the_forward_again_fails_the_backward_rule(tmp_path):
     """The known-wrong recompute_in_backward: correct (every case it is graded on passes), but
-    its backward costs a forward more, so the backward / forward time rule fails. Timed for
+    its backward costs a forward more, so the backward rule fails. Timed for
     real, so its verdict is this test's, not the manifest's; graded as the manifest grades
     torch-op's known-wrong ones (every case but the torch.compile one: tests/known.py)."""
     import known
