@@ -101,6 +101,13 @@ def _signature_problem(spec, which: str, fn) -> str | None:
     return None if entry["ok"] else entry["message"]
 
 
+def _spec(lab_id: str):
+    """The lab's spec, told that it runs in a notebook (:meth:`grader.spec.LabSpec.in_notebook`)."""
+    spec = get_spec_class(lab_id)()
+    spec.in_notebook()
+    return spec
+
+
 def check(lab_id: str, fn, *, function: str | None = None, limit: int | None = None,
           verbose: bool = True) -> bool:
     """Run ``fn`` on the lab's visible cases; print one line per case. Returns True if all pass.
@@ -114,7 +121,7 @@ def check(lab_id: str, fn, *, function: str | None = None, limit: int | None = N
     real. Raises ValueError for a ``function`` the lab does not require, or when a lab with
     several functions cannot tell which ``fn`` is.
     """
-    spec = get_spec_class(lab_id)()
+    spec = _spec(lab_id)
     ok, policies = _check(spec, fn, function, limit, verbose)
     if verbose:
         for line in ulp_note(policies) + [grade_hint(spec)]:
@@ -177,7 +184,7 @@ def check_all(lab_id: str, functions: dict, *, limit: int | None = None,
     checked. Returns True if every case of every function passes."""
     from grader.spec import HiddenCases
 
-    spec = get_spec_class(lab_id)()
+    spec = _spec(lab_id)
     ok = True
     policies: list[str] = []
     for name, params in spec.functions.items():
@@ -231,7 +238,7 @@ def performance(lab_id: str, fn, *, function: str | None = None, verbose: bool =
     lab requires it, else the lab's first function). ``plan_overrides`` change the measurement
     plan (e.g. ``rounds=3``) for a quicker look.
     """
-    spec = get_spec_class(lab_id)()
+    spec = _spec(lab_id)
     which = _function_name(spec, fn, function)
     problem = _signature_problem(spec, which, fn)
     if problem:

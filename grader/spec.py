@@ -511,6 +511,11 @@ class LabSpec:
         it observes in ``info`` (:meth:`call_probe`'s dict, judged by :meth:`check_call`)."""
         return fn(*args)
 
+    def in_notebook(self) -> None:
+        """Called by :mod:`grader.local` before it runs the lab's calls in the notebook's own
+        process, never in the grader's worker: what differs there (Lab 9: torch.compile keeps
+        the project's cache instead of a grading's own folder). The base class does nothing."""
+
     def check_call(self, case: Case, data: CaseData, info: dict | None) -> str | None:
         """Grader side: None if what :meth:`call_probe` observed obeys the lab's rules (e.g.
         the result was computed by a GPU kernel), else what is wrong, in plain words. ``info``

@@ -184,15 +184,14 @@ def test_a_backward_that_runs_the_forward_again_fails_the_backward_rule(tmp_path
 def test_the_worker_compiles_into_its_own_folder(tmp_path):
     """Whatever cache folder the environment names (the suite's own process sets the
     project's), the worker side points torch.compile at the grading's folder: Inductor's
-    artefacts are pickles, and one grading's must never load in another's. A notebook's own
-    check (grader.local, the same module outside the worker) keeps the project's cache and
-    never writes into the notebook's folder. The sandbox drops the variables too."""
+    artefacts are pickles, and one grading's must never load in another's. Only a notebook's
+    own check (grader.local, which calls the spec's in_notebook) keeps the project's cache,
+    and never writes into the notebook's folder. The sandbox drops the variables too."""
     def cache_dir(as_worker: bool, **env_vars) -> str:
-        code = ("import os, sys, types\n"
-                + ("sys.modules['__main__'].__spec__ = types.SimpleNamespace("
-                   "name='grader.worker')\n" if as_worker else "")
-                + "from grader.labs.torch_op import measure\nmeasure._torch()\n"
-                "print(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n")
+        code = ("import os\nfrom grader.labs import get_spec_class\n"
+                "from grader.labs.torch_op import measure\n"
+                + ("" if as_worker else "get_spec_class('torch-op')().in_notebook()\n")
+                + "measure._torch()\nprint(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHINDUCTOR_")}
         env.update(env_vars, PYTHONPATH=os.pathsep.join([str(ROOT),
                                                          os.environ.get("PYTHONPATH", "")]))
