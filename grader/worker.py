@@ -196,11 +196,12 @@ def _signature(ns: dict, name: str, params: list):
         return None
     if not callable(obj):
         return "not callable"
-    # the Python function behind a numba dispatcher (py_func) or a torch.library custom op
-    # (CustomOpDef._init_fn, whose own signature is (*args, **kwargs))
-    inner = getattr(obj, "py_func", None) or getattr(obj, "_init_fn", None) or obj
     try:
+        # the Python function behind a numba dispatcher (py_func) or a torch.library custom
+        # op (CustomOpDef._init_fn, whose own signature is (*args, **kwargs))
+        inner = getattr(obj, "py_func", None) or getattr(obj, "_init_fn", None) or obj
         sig = inspect.signature(inner if callable(inner) else obj)
+        jitted = hasattr(obj, "py_func")
     except Exception:  # noqa: BLE001 - whatever the object does, the signature is unknown
         return "unknown"
     try:
@@ -210,7 +211,7 @@ def _signature(ns: dict, name: str, params: list):
         binds = False
     kind = type(obj).__name__
     jit = ("cuda-kernel" if "CUDA" in kind or "Kernel" in kind
-           else "cpu-jit" if hasattr(obj, "py_func") else "python")
+           else "cpu-jit" if jitted else "python")
     return {"params": [str(p) for p in sig.parameters.values()], "binds": binds, "jit": jit}
 
 

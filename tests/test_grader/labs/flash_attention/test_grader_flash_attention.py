@@ -258,6 +258,29 @@ def test_running_max_zero_fails_the_far_below_zero_cases_with_the_diagnosis():
 
 
 @sim_only
+def test_a_right_result_failed_for_how_it_was_made_keeps_its_figures():
+    """A case whose O is right but whose call launched no kernel (its replay outputs never
+    written): the report says why it fails and still shows O's figures; an O the call never
+    wrote shows none."""
+    from grader.runner import check_case
+
+    spec = lab.FlashAttention()
+    case = next(c for c in spec.cases(HiddenCases()) if c.name == "float32 1x1x17x32")
+    data = spec.case_data(case)
+    Q, K, V = (data.inputs[k] for k in ("Q", "K", "V"))
+    arrays = {**data.inputs, **{k: np.full(shape, np.nan, dtype)
+                                for k, (shape, dtype) in data.outputs.items()}}
+    arrays["O"] = attention_golden(Q, K, V, data.scalars["causal"])[0].astype(Q.dtype)
+    reply = {"ok": True, "arrays": arrays, "info": {"tier": "sim", "launches": []}}
+    res = check_case(spec, case, data, reply)
+    assert not res.passed and "kernel" in res.error, res.error
+    assert res.comparison and float(res.comparison["max_abs"]) < 1e-5, res.comparison
+    arrays["O"] = np.full_like(arrays["O"], np.nan)
+    res = check_case(spec, case, data, reply)
+    assert not res.passed and res.comparison is None
+
+
+@sim_only
 @pytest.mark.parametrize("br", [32, 64, 128])
 def test_whole_row_in_local_memory_fails_the_traffic_rule_naming_local_memory(tmp_path, br):
     """The performance phase in process (sim tier, PERF_SHAPE), its rules as the report gives
