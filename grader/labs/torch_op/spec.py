@@ -20,8 +20,8 @@ case's check; README.md beside this file gives the reasoning behind every check 
   tensor, AOT dispatch); ``gradcheck``: ``torch.autograd.gradcheck`` in float64; ``compile``:
   the outputs and gradients of ``torch.compile(fullgraph=True)``;
 * cpu rules (one thread, interleaved): forward + backward against the unfused PyTorch
-  composition, and the backward's time over the forward's (a backward that recomputes what the
-  forward saved costs more).
+  composition, and the backward alone against autograd's backward of that composition (a
+  backward that recomputes what the forward saved costs more).
 """
 
 from __future__ import annotations
@@ -279,6 +279,9 @@ class TorchOp(LabSpec):
         from kernellab.topics.torch_support import HINT, available
 
         return None if available() else HINT
+
+    def in_notebook(self) -> None:
+        self.worker_module().use_project_cache()
 
     def run_call(self, fn, args: list, names: list, info: dict):
         """The operator on the case's tensors, in its layout, with its check
