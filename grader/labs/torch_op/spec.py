@@ -65,18 +65,19 @@ PERF_R, PERF_N = 2048, 2048
 PERF_ROUNDS = 7
 PERF_THREADS = 1
 #: frozen from the solution with the known-wrong recompute_in_backward beside it (medians over 7
-#: rounds, two gradings each, 2-core Xeon VM, 2026-12-06):
+#: rounds a grading; 2-core Xeon VM, 2026-12-06; the solution's backward figure from
+#: `make bench-verdicts`, 12 gradings, the rest from separate gradings):
 #:
-#:     figure                             solution      recompute_in_backward   threshold
-#:     forward + backward speedup         3.0x, 2.8x    1.9x, 2.1x              >= 1.5x
-#:     backward speedup (composition's)   3.9x, 4.4x    2.0x, 2.1x              >= 3.0x
+#:     figure                             solution            recompute_in_backward   threshold
+#:     forward + backward speedup         2.7x-3.4x (12)      1.9x-2.1x (6)           >= 1.5x
+#:     backward speedup (composition's)   3.2x-4.7x (12)      2.0x-2.1x (6)           >= 2.6x
 #:
 #: (the composition differentiated by autograd: about 3x the fused operator; a backward that
 #: runs the forward again costs a forward more; the backward is judged against autograd's
 #: backward of the composition, not against the submission's own forward, so that a slower
-#: forward cannot make a slow backward pass)
+#: forward cannot make a slow backward pass; 2.6x leaves both sides a margin of about 1.2)
 MIN_SPEEDUP = 1.5
-MIN_BACKWARD_SPEEDUP = 3.0
+MIN_BACKWARD_SPEEDUP = 2.6
 
 SPEEDUP = Rule("forward + backward speedup over the unfused composition", ">=", MIN_SPEEDUP,
                "x", ("cpu",), "one pass over the rows instead of one a PyTorch operator")
