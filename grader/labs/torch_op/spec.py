@@ -20,8 +20,8 @@ case's check; README.md beside this file gives the reasoning behind every check 
   tensor, AOT dispatch); ``gradcheck``: ``torch.autograd.gradcheck`` in float64; ``compile``:
   the outputs and gradients of ``torch.compile(fullgraph=True)``;
 * cpu rules (one thread, interleaved): forward + backward against the unfused PyTorch
-  composition, and the backward alone against autograd's backward of that composition (a
-  backward that recomputes what the forward saved costs more).
+  composition, and the backward's time over the forward's (a backward that recomputes what the
+  forward saved costs more).
 """
 
 from __future__ import annotations
@@ -65,25 +65,25 @@ PERF_R, PERF_N = 2048, 2048
 PERF_ROUNDS = 7
 PERF_THREADS = 1
 #: frozen from the solution with the known-wrong recompute_in_backward beside it (medians over 7
-#: rounds a grading; 2-core Xeon VM, 2026-12-06; the solution's backward figure from
-#: `make bench-verdicts`, 12 gradings, the rest from separate gradings):
+#: rounds, two gradings each, `kernellab grade torch-op --json`, 2-core Xeon VM, 2026-12-06):
 #:
-#:     figure                             solution            recompute_in_backward   threshold
-#:     forward + backward speedup         2.7x-3.4x (12)      1.9x-2.1x (6)           >= 1.5x
-#:     backward speedup (composition's)   3.2x-4.7x (12)      2.0x-2.1x (6)           >= 2.6x
+#:     figure                          solution      recompute_in_backward   threshold
+#:     forward + backward speedup      3.0x, 3.7x    2.4x, 1.9x              >= 1.5x
+#:     backward time / forward time    1.58, 1.56    2.82, 2.57              <= 2.0
 #:
 #: (the composition differentiated by autograd: about 3x the fused operator; a backward that
-#: runs the forward again costs a forward more; the backward is judged against autograd's
-#: backward of the composition, not against the submission's own forward, so that a slower
-#: forward cannot make a slow backward pass; 2.6x leaves both sides a margin of about 1.2)
+#: runs the forward again costs a forward more). The backward is judged against the operator's
+#: own forward, not against autograd's backward of the composition: that one allocates a
+#: temporary an operator, and its time swung 2.5x between calls on this VM (the solution's
+#: backward speedup over it fell from 4x to 1.6x between two gradings), while the operator's
+#: two halves move together.
 MIN_SPEEDUP = 1.5
-MIN_BACKWARD_SPEEDUP = 2.6
+MAX_BACKWARD_RATIO = 2.0
 
 SPEEDUP = Rule("forward + backward speedup over the unfused composition", ">=", MIN_SPEEDUP,
                "x", ("cpu",), "one pass over the rows instead of one a PyTorch operator")
-BACKWARD = Rule("backward speedup over the composition's backward", ">=",
-                MIN_BACKWARD_SPEEDUP, "x", ("cpu",),
-                "the backward uses what the forward saved (h, rstd) instead of recomputing them")
+BACKWARD = Rule("backward time / forward time", "<=", MAX_BACKWARD_RATIO, "x", ("cpu",),
+                "the backward uses what the forward saved (h, rstd) instead of recomputing")
 
 
 def _u(dtype: str) -> float:
@@ -309,6 +309,5 @@ class TorchOp(LabSpec):
         setup = m["setup"]["description"]
         return [SPEEDUP.judge(m["speedup"], f"{setup}: yours vs x + residual, then pow, mean, "
                                              "rsqrt and two products, differentiated by autograd"),
-                BACKWARD.judge(m["backward_speedup"], f"{setup}: your backward vs autograd's "
-                                                      "backward of that composition, measured "
-                                                      "in the same rounds")]
+                BACKWARD.judge(m["backward_ratio"], f"{setup}: your backward's time over your "
+                                                    "forward's, measured in the same rounds")]
