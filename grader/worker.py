@@ -199,8 +199,8 @@ def _signature(ns: dict, name: str, params: list):
     try:
         # the Python function behind a numba dispatcher (py_func) or a torch.library custom
         # op (CustomOpDef._init_fn, whose own signature is (*args, **kwargs))
-        inner = getattr(obj, "py_func", None) or getattr(obj, "_init_fn", None) or obj
-        sig = inspect.signature(inner if callable(inner) else obj)
+        sig = inspect.signature(getattr(obj, "py_func", None) or getattr(obj, "_init_fn", None)
+                                or obj)
         jitted = hasattr(obj, "py_func")
     except Exception:  # noqa: BLE001 - whatever the object does, the signature is unknown
         return "unknown"

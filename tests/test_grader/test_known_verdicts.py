@@ -23,14 +23,12 @@ import re
 import pytest
 
 import known
+from grader.labs import get_spec_class
 from grader.runner import grade
 
 MANIFEST = json.loads(known.MANIFEST.read_text())
 ENTRIES = [(lab, name, e["kind"]) for lab, subs in MANIFEST.items() for name, e in subs.items()]
 TIMED = [(lab, name, kind) for lab, name, kind in ENTRIES if "performance" in MANIFEST[lab][name]]
-#: labs whose performance phase is timed on this machine's CPU: their speed verdicts carry the
-#: ``timed`` mark (make test runs those alone)
-CPU_LABS = {"gemm-cpu", "winograd", "int8-linear", "torch-op"}
 #: every submission in full, and the timed ones' performance phase too (a before/after check
 #: of a refactor; make test grades in full only those whose labs' generic tests this replaced)
 FULL = os.environ.get("KERNELLAB_KNOWN_FULL") == "1"
@@ -110,7 +108,9 @@ def test_each_submission_gets_its_recorded_verdict(lab_id, name, kind, tmp_path)
 @pytest.mark.skipif(not FULL, reason="the timed ones' speed verdicts are their labs' tests' "
                                      "(KERNELLAB_KNOWN_FULL=1 checks them here too)")
 @pytest.mark.parametrize("lab_id,name,kind", [
-    pytest.param(*e, marks=[pytest.mark.timed] if e[0] in CPU_LABS else [], id=_id(e))
+    # a cpu-tier lab's speed verdict is timed on this machine's CPU: make test runs it alone
+    pytest.param(*e, marks=[pytest.mark.timed] if get_spec_class(e[0])().tier == "cpu" else [],
+                 id=_id(e))
     for e in TIMED])
 def test_each_timed_submission_gets_its_recorded_speed_verdict(lab_id, name, kind, tmp_path):
     rep = grade(lab_id, known.submission(lab_id, name, kind, tmp_path),

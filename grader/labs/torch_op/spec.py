@@ -72,11 +72,8 @@ PERF_THREADS = 1
 #:     backward time / forward time    1.58, 1.56    2.82, 2.57              <= 2.0
 #:
 #: (the composition differentiated by autograd: about 3x the fused operator; a backward that
-#: runs the forward again costs a forward more). The backward is judged against the operator's
-#: own forward, not against autograd's backward of the composition: that one allocates a
-#: temporary an operator, and its time swung 2.5x between calls on this VM (the solution's
-#: backward speedup over it fell from 4x to 1.6x between two gradings), while the operator's
-#: two halves move together.
+#: runs the forward again costs a forward more). Why not against autograd's backward of the
+#: composition (too noisy): README.md beside this file.
 MIN_SPEEDUP = 1.5
 MAX_BACKWARD_RATIO = 2.0
 
