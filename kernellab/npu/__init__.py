@@ -30,19 +30,20 @@ LRU L2.
 
 Modules: ``machine`` (cards, ``platform_info``, ``use_machine``), ``tensors`` (positions, GM/local
 tensors), ``memory`` (on-chip buffers, GM), ``runtime`` (per-block context, queue state machine),
-``asc`` (the kernel API; its instructions in ``dma``, ``vector`` and ``cube``), ``record``,
+``asc`` (the kernel API; its instructions in ``dma``, ``vector`` and ``cube``, its raw events
+in ``sync``), ``record``,
 ``timing``, ``trace`` (Gantt, Chrome JSON), ``result`` (``RunResult``), ``launch`` (``launch``,
 ``retime``, ``capture``: the launches host code made, with what each wrote and read), ``errors``,
 ``examples`` (the reference kernels the tests and ``make bench-npu`` run).
 
 Not in v1 (Ascend C has them; the simulator raises or lacks them):
 
-* the raw-flag API (``set_flag``/``wait_flag`` in kernels), and same-pipe ordering: a
-  one-pipe ``pipe_barrier(asc.PIPE_V)`` does nothing, and a missing one (needed on hardware
-  between dependent instructions of one pipe) is not reported. What v1 has: the queues'
-  flags, ``asc.pipe_barrier(asc.PIPE_ALL)``, and the vector-clock check of TBuf accesses
-  (``DataRaceError``: a TBuf shared between pipes must be ordered by one of those; the
-  timing replay waits on the same flags);
+* events with the scalar pipe (``S_V`` ...: GetValue/SetValue), ``AllocEventID``; the overlap
+  of one pipe's instructions in the timing model (a missing one-pipe barrier is reported in a
+  kernel with ``auto_sync=False``, never modelled faster). What it has: the queues' flags, a
+  kernel's own ``set_flag``/``wait_flag`` and ``pipe_barrier`` (:mod:`~kernellab.npu.sync`),
+  and the vector-clock check of every access they must order (``DataRaceError``; the timing
+  replay waits on the same flags);
 * cross-core flags, mix kernels (1 AIC + 2 AIV) and the baton scheduler; GM workspaces;
 * the repeat/mask/stride form of vector ops (count form only), ``select``/``compare``/
   ``gather``, ``get_value``/``set_value``;

@@ -17,8 +17,10 @@ Memory: :class:`TPipe` (``init_buffer``), :class:`TQue` (``alloc_tensor``, ``enq
 ``deque``, ``free_tensor``, ``has_idle_buffer``), :class:`TBuf` (``get``,
 ``get_with_offset``), GM tensors (:class:`GlobalTensor`: ``sub``, slicing).
 
-Ordering: the queues, and :func:`pipe_barrier` (``asc.PIPE_ALL``) for a TBuf shared between
-pipes (an unordered cross-pipe TBuf access raises DataRaceError).
+Ordering: the queues; beneath them the raw events of :mod:`kernellab.npu.sync`
+(:class:`HardEvent`, :func:`set_flag`, :func:`wait_flag`) and :func:`pipe_barrier`
+(``asc.PIPE_ALL`` or one pipe). An unordered cross-pipe TBuf access raises DataRaceError, and
+so, in a kernel declared ``auto_sync=False``, does a same-pipe dependency with no barrier.
 
 Data movement: :func:`data_copy` (GM->UB and GM->L1 on MTE2, UB->GM on MTE3; ``nd2nz=`` for a
 2-D block into L1), :func:`data_copy_pad` (any length, GM<->UB), :func:`load_data` (L1->L0A/L0B
@@ -40,7 +42,7 @@ hardware's fractal layouts (:mod:`kernellab.npu.fractal`): B reaches L0B as ZN o
 ``load_data(..., transpose=True)``.
 
 Not modelled (so no lesson here depends on them): UB bank conflicts, scalar-unit cost beyond a
-fixed issue cost per call, same-pipe hazards (see :func:`pipe_barrier`).
+fixed issue cost per call, overlap of one pipe's instructions (see :func:`pipe_barrier`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from kernellab.npu import errors, runtime
 from kernellab.npu.machine import platform_info as _platform_info
 from kernellab.npu.record import FIX, M, MTE1, MTE2, MTE3, PIPES, V, caller_src, format_src
 from kernellab.npu.runtime import QUEUE_PIPES, ctx, short
+from kernellab.npu.sync import CORE_PIPES, EVENT_IDS, HardEvent, set_flag, wait_flag
 from kernellab.npu.tensors import (ALLOCATED, DEQUEUED, ENQUEUED, FREE, Alloc, GlobalTensor,
                                    LocalTensor, TPosition, as_dtype, bfloat16, float16,
                                    float32, half, int8, int16, int32, uint8)
@@ -69,8 +72,9 @@ __all__ = [
     "core_type", "platform_info", "data_copy", "data_copy_pad", "load_data", "mmad", "fixpipe",
     "add", "sub", "mul", "div", "adds", "muls", "maxs", "mins", "exp", "ln",
     "sqrt", "rsqrt", "reciprocal", "relu", "cast", "duplicate", "reduce_sum",
-    "reduce_max", "pipe_barrier", "PIPE_ALL", "PIPE_MTE2", "PIPE_MTE1", "PIPE_M", "PIPE_V",
-    "PIPE_MTE3", "PIPE_FIX",
+    "reduce_max", "pipe_barrier", "PIPE_ALL", "PIPE_S", "PIPE_MTE2", "PIPE_MTE1", "PIPE_M",
+    "PIPE_V",
+    "PIPE_MTE3", "PIPE_FIX", "HardEvent", "EVENT_IDS", "set_flag", "wait_flag",
     # max, min and abs too, but not star-exported (they shadow builtins)
 ]
 
@@ -83,14 +87,19 @@ GM = GlobalTensor
 # ---------------------------------------------------------------------------------------------
 class Kernel:
     """A kernel function marked with :func:`kernel`: ``fn``, ``name``, ``core``
-    (``"aiv"`` vector core or ``"aic"`` cube core), ``params`` (parameter names)."""
+    (``"aiv"`` vector core or ``"aic"`` cube core), ``auto_sync``, ``params`` (parameter
+    names)."""
 
-    def __init__(self, fn, core: str):
+    def __init__(self, fn, core: str, auto_sync: bool = True):
         if core not in ("aiv", "aic"):
             raise errors.LaunchError(f"@asc.kernel(core=...) must be 'aiv' or 'aic', got "
                                      f"{core!r} (mix kernels are not in v1)")
+        if not isinstance(auto_sync, bool):
+            raise errors.LaunchError(f"@asc.kernel(auto_sync=...) must be True or False, got "
+                                     f"{auto_sync!r}")
         self.fn = fn
         self.core = core
+        self.auto_sync = auto_sync
         self.name = fn.__name__
         self.params = list(inspect.signature(fn).parameters)
         self.__doc__ = fn.__doc__
@@ -105,12 +114,15 @@ class Kernel:
         return f"<npu kernel {self.name} core={self.core}>"
 
 
-def kernel(fn=None, *, core: str = "aiv"):
+def kernel(fn=None, *, core: str = "aiv", auto_sync: bool = True):
     """Mark a function as a device kernel: ``@asc.kernel(core="aiv")`` (vector core, UB) or
-    ``core="aic"`` (cube core, L1/L0). Bare ``@asc.kernel`` means ``core="aiv"``."""
+    ``core="aic"`` (cube core, L1/L0). Bare ``@asc.kernel`` means ``core="aiv"``.
+    ``auto_sync=False``: no barrier between dependent instructions of one pipe is inserted for
+    the kernel, as with the compiler's automatic synchronisation off; the kernel writes
+    ``asc.pipe_barrier(asc.PIPE_V)`` ... itself (:mod:`kernellab.npu.sync`)."""
     if fn is not None:
-        return Kernel(fn, core)
-    return lambda f: Kernel(f, core)
+        return Kernel(fn, core, auto_sync)
+    return lambda f: Kernel(f, core, auto_sync)
 
 
 def tiling_struct(cls):
@@ -244,6 +256,9 @@ class TQue:
         self._pending: dict[int, tuple] = {}
         self._mem = None
         self._ctx = None
+        self._used = False      # an alloc_tensor happened (the unused-buffer check)
+        self._src = None
+        self._label = f"{self.position.name} queue"
 
     def _init(self, c, num, nbytes, src):
         c.check_core(self.position, "init_buffer", src)
@@ -253,7 +268,9 @@ class TQue:
             raise errors.ShapeError(f"{format_src(src)}\ninit_buffer(que, num={num}, "
                                     f"nbytes={nbytes}): both must be >= 1")
         self._ctx = c
+        self._src = src
         self.qid = len(c.queues)
+        self._label = f"{self.position.name} queue #{self.qid}"
         c.queues.append(self)
         mem = self._mem = c.memory(self.position.memory)
         for s in range(num):
@@ -297,6 +314,7 @@ class TQue:
                 f"(free_tensor) before allocating again, or give the queue more blocks.\n"
                 f"holders:\n{holders}")
         slot = self._free.popleft()
+        self._used = True
         c.outstanding[self.position] = out + 1
         prod, cons = self.pipes
         c.issue()
@@ -306,6 +324,8 @@ class TQue:
         off, nbytes = self._slots[slot]
         a = Alloc(self, slot, f"{self.position.name} q{self.qid}[{slot}]#{c.next_tid()}",
                   None, src)
+        if not c.auto_sync:  # one pipe's accesses to it are checked for their barriers
+            a.hist = []
         self._held[slot] = a
         return LocalTensor(self._mem, off, nbytes // dtype.itemsize, dtype, self.position, a)
 
@@ -415,6 +435,9 @@ class TBuf:
         self._nbytes = 0
         self._mem = None
         self._alloc = None
+        self._used = False      # a get happened (the unused-buffer check)
+        self._src = None
+        self._label = f"{self.position.name} TBuf"
 
     def _init(self, c, nbytes, src):
         c.check_core(self.position, "init_buffer", src)
@@ -422,6 +445,7 @@ class TBuf:
             raise errors.ShapeError(f"{format_src(src)}\nTBuf size must be >= 1 byte")
         self._mem = c.memory(self.position.memory)
         label = f"{self.position.name} tbuf{len(c.tbufs)}"
+        self._src, self._label = src, label
         self._off = self._mem.alloc(nbytes, label, short(src), format_src(src))
         self._nbytes = nbytes
         self._alloc = Alloc(None, 0, label, None, src)
@@ -438,6 +462,7 @@ class TBuf:
             raise errors.ShapeError(f"{format_src(caller_src())}\nTBuf.get before "
                                     "pipe.init_buffer(tbuf, nbytes)")
         dtype = as_dtype(dtype)
+        self._used = True
         avail = (self._nbytes - offset) // dtype.itemsize
         n = avail if n is None else int(n)
         if offset < 0 or n < 0 or n > avail:
@@ -447,34 +472,42 @@ class TBuf:
 
 
 PIPE_ALL = "PIPE_ALL"
-PIPE_MTE2, PIPE_MTE1, PIPE_M, PIPE_V, PIPE_MTE3, PIPE_FIX = (
-    "PIPE_MTE2", "PIPE_MTE1", "PIPE_M", "PIPE_V", "PIPE_MTE3", "PIPE_FIX")
-_CORE_PIPES = {"aiv": (MTE2, V, MTE3), "aic": (MTE2, MTE1, M, FIX)}
+PIPE_S, PIPE_MTE2, PIPE_MTE1, PIPE_M, PIPE_V, PIPE_MTE3, PIPE_FIX = (
+    "PIPE_S", "PIPE_MTE2", "PIPE_MTE1", "PIPE_M", "PIPE_V", "PIPE_MTE3", "PIPE_FIX")
+_ONE_PIPE = {PIPE_MTE2: MTE2, PIPE_MTE1: MTE1, PIPE_M: M, PIPE_V: V, PIPE_MTE3: MTE3,
+             PIPE_FIX: FIX}
 
 
 def pipe_barrier(pipe=PIPE_ALL) -> None:
-    """``pipe_barrier(asc.PIPE_ALL)`` (Ascend C ``PipeBarrier<PIPE_ALL>``): every pipe of this
-    core waits until everything issued before it, on every pipe, has completed and its data
-    is visible; the only raw ordering v1 has besides the queues (what a TBuf shared between
-    pipes needs). Lowered to set_flag/wait_flag pairs between every two pipes of the core, so
-    it costs what it orders in the timing replay. A one-pipe barrier (``asc.PIPE_V`` ...,
-    Ascend C ``PipeBarrier<PIPE_V>``) is accepted and does nothing here. On the hardware it
-    is needed: instructions on one pipe may overlap, so one that reads what the previous one
-    on the same pipe wrote (``Add`` then ``Mul`` of its result) needs
-    ``PipeBarrier<PIPE_V>`` between them (Ascend C API reference, PipeBarrier,
-    ``atlasascendc_api_07_0271``; the compiler's automatic synchronisation inserts it). The
-    simulator runs each pipe's instructions one after another and neither needs nor checks
-    that barrier; it has no ``set_flag``/``wait_flag`` either. Raises ShapeError for
-    anything else."""
+    """Ascend C ``PipeBarrier<pipe>`` (API reference, ``atlasascendc_api_07_0271``).
+    ``asc.PIPE_ALL``: every pipe of this core waits until everything issued before it, on
+    every pipe, has completed and its data is visible; lowered to set_flag/wait_flag pairs
+    between every two pipes of the core, so it costs what it orders in the timing replay. One
+    pipe (``asc.PIPE_V`` ...): that pipe's later instructions are ordered after its earlier
+    ones, which a kernel with ``auto_sync=False`` needs between two dependent instructions of
+    one pipe (:mod:`kernellab.npu.sync`); the timing model runs a pipe's instructions one after
+    another anyway, so it costs nothing there. Raises ShapeError for ``asc.PIPE_S`` (the
+    hardware orders the scalar pipe itself; PipeBarrier<PIPE_S> is a hardware error), for a
+    pipe this kind of core lacks, and for anything else."""
     c = ctx()
     src = caller_src()
-    names = (PIPE_ALL, PIPE_MTE2, PIPE_MTE1, PIPE_M, PIPE_V, PIPE_MTE3, PIPE_FIX)
+    names = (PIPE_ALL, *_ONE_PIPE)
+    if pipe == PIPE_S:
+        raise errors.ShapeError(f"{format_src(src)}\npipe_barrier(asc.PIPE_S): the hardware "
+                                f"orders the scalar pipe itself, and PipeBarrier<PIPE_S> "
+                                f"raises a hardware error")
     if pipe not in names:
         raise errors.ShapeError(f"{format_src(src)}\npipe_barrier takes one of "
                                 f"{', '.join('asc.' + n for n in names)}; got {pipe!r}")
     c.issue()
     if pipe == PIPE_ALL:
-        c.barrier(_CORE_PIPES[c.core_type], src)
+        c.barrier(CORE_PIPES[c.core_type], src)
+        return
+    p = _ONE_PIPE[pipe]
+    if p not in CORE_PIPES[c.core_type]:
+        raise errors.ShapeError(f"{format_src(src)}\npipe_barrier(asc.{pipe}): an "
+                                f"{c.core_type.upper()} core has no {PIPES[p]} pipe")
+    c.fence_pipe(p)
 
 
 # the instructions, one module per unit (re-exported: students write asc.data_copy, asc.add ...)

@@ -4,7 +4,8 @@ Every error is raised while the kernel runs functionally (Phase A) at the API ca
 the rule, unless noted, and its message names the user's source line (``file.py:42: <code>``),
 so a student can read it without a debugger. The classes mirror what Huawei's msSanitizer
 reports on real hardware (memcheck: illegal read/write, misalignment, multi-core corruption,
-leaks, illegal free; initcheck; synccheck), so the vocabulary transfers.
+leaks, illegal free, allocated memory unused; contention check; initcheck; synchronisation
+check), so the vocabulary transfers.
 
 All of them subclass :class:`NPUError`; ``kind`` is a short machine-readable name the grader
 prints (``"ub-overflow"``, ``"use-before-deque"`` ...).
@@ -177,14 +178,41 @@ class UninitializedReadWarning(NPUError, UserWarning):
 
 
 class DataRaceError(NPUError):
-    """Two pipes touched the same bytes of a ``TBuf`` with nothing ordering them: a write by
-    one pipe, then a read or write by another, or a read, then a write by another (msSanitizer
-    synccheck's cross-pipe race). A ``TBuf`` has no queue, so the kernel orders its pipes
-    itself: through a queue's enque/deque (or free/alloc) between those pipes, or
-    ``asc.pipe_barrier(asc.PIPE_ALL)``. The message names both pipes, both calls and both
-    source lines. Raised in Phase A at the second access."""
+    """Two accesses to the same on-chip bytes with nothing ordering them (msSanitizer's
+    contention check, inter- and intra-pipeline: ``atlasopdev_16_0039``). Across pipes: a
+    write by one pipe, then a read or write by another, or a read, then a write by another,
+    in a ``TBuf`` (queue tensors are ordered by their state machine); a kernel orders its
+    pipes through a queue's enque/deque (or free/alloc), ``asc.set_flag``/``asc.wait_flag``
+    on the pair of pipes, or ``asc.pipe_barrier(asc.PIPE_ALL)``. Within one pipe, in a kernel
+    with ``auto_sync=False`` only: two instructions of the pipe on the same bytes, one of them
+    writing, with no ``asc.pipe_barrier`` of that pipe between them. The message names both
+    pipes, both calls and both source lines. Raised in Phase A at the second access."""
 
     kind = "data-race"
+
+
+class UnpairedFlagError(NPUError):
+    """A raw ``asc.set_flag`` never consumed by a ``wait_flag`` of the same event and ID by the
+    end of the block, or a ``wait_flag`` with no ``set_flag`` before it in program order
+    (msSanitizer's synchronisation check: "unpaired SetFlag/WaitFlag", ``atlasopdev_16_0039``;
+    Ascend C: SetFlag/WaitFlag must be paired, ``atlasascendc_api_07_0270``)."""
+
+    kind = "unpaired-flag"
+
+
+class EventError(NPUError, ValueError):
+    """A raw event that cannot exist here: not an ``asc.HardEvent``, an event ID outside the
+    card's range, or a pipe this kind of core does not have."""
+
+    kind = "event"
+
+
+class UnusedBufferWarning(NPUError, UserWarning):
+    """A buffer given memory by ``init_buffer`` that the block never used (msSanitizer's
+    "allocated memory unused", ``atlasopdev_16_0042``; there for GM, here for on-chip
+    buffers): memory another buffer of the kernel could have had."""
+
+    kind = "unused-buffer"
 
 
 class DeadlockError(NPUError):

@@ -104,7 +104,8 @@ def _launch(kernel, block_dim, args, mc, strict, info) -> RunResult:
     t_a = time.perf_counter()
     streams, warns = [], []
     for b in range(block_dim):
-        c = BlockContext(mc, b, block_dim, kernel.core, strict=strict)
+        c = BlockContext(mc, b, block_dim, kernel.core, strict=strict,
+                         auto_sync=kernel.auto_sync)
         runtime.install(c)
         try:
             kernel.fn(*call_args)
@@ -112,7 +113,7 @@ def _launch(kernel, block_dim, args, mc, strict, info) -> RunResult:
         finally:
             runtime.install(None)
         streams.append(BlockStream(b, c.records, c.calls))
-        warns.extend(c.warnings)
+        warns.extend(w for w in c.warnings if w not in warns)  # one per line, not per block
     for buf in bufs:
         bad = buf.conflicts()
         if bad is not None:

@@ -37,8 +37,14 @@ visible). Accesses by one pipe are ordered by program order (a pipe runs in orde
 P then a read or write by Q != P, or a read by P then a write by Q, with no ordering between
 them raises :class:`~kernellab.npu.errors.DataRaceError`. The orderings a kernel has: the queue
 events (enque/deque, free_tensor/alloc_tensor, on every pipe pair a queue connects: the flags
-order everything earlier on the setting pipe, TBuf accesses included) and
-``asc.pipe_barrier(asc.PIPE_ALL)``.
+order everything earlier on the setting pipe, TBuf accesses included), its own
+``asc.set_flag``/``asc.wait_flag`` (:mod:`kernellab.npu.sync`; :meth:`BlockContext.user_set`)
+and ``asc.pipe_barrier(asc.PIPE_ALL)``.
+
+One pipe's accesses are ordered by program order, unless the kernel was declared
+``auto_sync=False``: then two instructions of one pipe touching the same bytes, one writing,
+are ordered only by a one-pipe barrier (or a ``V_V`` event) between them (``fence``), and
+every queue tensor keeps a history too, so the check covers it.
 """
 
 from __future__ import annotations
@@ -105,12 +111,15 @@ class BlockContext:
         warnings: messages of uninitialised reads (deduplicated by line).
     """
 
-    def __init__(self, machine, block_idx, block_num, core_type, strict=False):
+    def __init__(self, machine, block_idx, block_num, core_type, strict=False, auto_sync=True):
         self.machine = machine
         self.block_idx = block_idx
         self.block_num = block_num
         self.core_type = core_type
         self.strict = strict
+        #: False: no barrier is inserted between dependent instructions of one pipe (the
+        #: kernel's ``auto_sync``; :mod:`kernellab.npu.sync`)
+        self.auto_sync = auto_sync
         self.records: list[Record] = []
         self.calls = 0
         self.memories: dict[str, Memory] = {}
@@ -124,6 +133,11 @@ class BlockContext:
         # vc[p][q]: how many of pipe q's instructions pipe p is ordered after (vc[p][p]: p's own)
         self.vc = [[0] * len(PIPES) for _ in PIPES]
         self._flag_vc: dict = {}
+        #: fence[p]: how many of pipe p's instructions a later one of p is ordered after (a
+        #: one-pipe barrier, PIPE_ALL, or a V_V event)
+        self.fence = [0] * len(PIPES)
+        #: a kernel's own set_flag calls not yet waited for: key -> the sets' source lines
+        self._user_sets: dict = {}
         self.barriers = 0
         #: (source line, write, TBuf) -> how many times that line has accessed that TBuf in this
         #: block: a loop's pass, which a race message names
@@ -173,6 +187,29 @@ class BlockContext:
         self.records.append(Record(pipe, WAIT, "wait_flag", self.calls, None, key,
                                    src=short(src)))
 
+    def user_set(self, pipe, key, src) -> None:
+        """A kernel's own ``set_flag`` (:mod:`kernellab.npu.sync`)."""
+        self._user_sets.setdefault(key, deque()).append(src)
+        self.set_flag(pipe, key, src)
+
+    def user_wait(self, pipe, key, src) -> None:
+        """A kernel's own ``wait_flag``. Raises UnpairedFlagError with no set before it."""
+        sets = self._user_sets.get(key)
+        if not sets:
+            raise errors.UnpairedFlagError(
+                f"{format_src(src)}\nwait_flag({key[1]}, {key[2]}) with no set_flag({key[1]}, "
+                f"{key[2]}) before it in program order: {key[1].split('_')[1]} would wait for "
+                f"an event nothing has set (set it first; each set is consumed by one wait)")
+        sets.popleft()
+        self.wait_flag(pipe, key, src)
+        if key[1].split("_")[0] == PIPES[pipe]:           # V_V: the pipe orders itself
+            self.fence[pipe] = self.vc[pipe][pipe]
+
+    def fence_pipe(self, pipe) -> None:
+        """Order ``pipe``'s later instructions after every earlier one of it (a one-pipe
+        ``pipe_barrier``)."""
+        self.fence[pipe] = self.vc[pipe][pipe]
+
     def barrier(self, pipes, src) -> None:
         """Order every pipe of ``pipes`` after everything issued so far on all of them (Ascend C
         ``PipeBarrier<PIPE_ALL>``), lowered to one set_flag/wait_flag pair per ordered pair of
@@ -187,6 +224,8 @@ class BlockContext:
             for p in pipes:
                 if p != q:
                     self.wait_flag(q, ("BARRIER", n, PIPES[p], PIPES[q]), src)
+        for p in pipes:
+            self.fence_pipe(p)
 
     # ---- the state machine ----------------------------------------------------------------
     def check_core(self, position: TPosition, what: str, src) -> None:
@@ -256,7 +295,11 @@ class BlockContext:
             if ehi <= lo or elo >= hi:
                 keep.append(e)
                 continue
-            ordered = epipe == pipe or vc[epipe] >= eclk
+            if epipe != pipe:
+                ordered = vc[epipe] >= eclk
+            else:  # one pipe: the same instruction, the compiler's barriers, or the kernel's
+                ordered = (eclk == vc[pipe] + 1 or self.auto_sync
+                           or self.fence[pipe] >= eclk)
             if not ordered and (write or ewrite):
                 self._race(t, (pipe, write, src, what, npass), e, max(lo, elo), min(hi, ehi))
             if elo >= lo and ehi <= hi and (write or (epipe == pipe and not ewrite)):
@@ -270,6 +313,16 @@ class BlockContext:
         _, _, epipe, _, ewrite, esrc, ewhat, epass = before
         P, Q = PIPES[epipe], PIPES[pipe]
         verb = "writes" if write else "reads"
+        if epipe == pipe:
+            raise errors.DataRaceError(
+                f"{format_src(src)}\n"
+                f"intra-pipeline race on {t._alloc.label} ({t._mem.name} bytes {lo}..{hi - 1}): "
+                f"{Q} {verb} them in {what or 'this call'} here (pass {npass} of this line in "
+                f"block {self.block_idx}), but {P} {'wrote' if ewrite else 'read'} them in "
+                f"{ewhat or 'a call'} at {format_src(esrc)} (pass {epass}), and the kernel has "
+                f"auto_sync=False: nothing orders two instructions of one pipe, which may "
+                f"overlap on hardware. Put asc.pipe_barrier(asc.PIPE_{P}) between the two "
+                f"calls (Ascend C PipeBarrier<PIPE_{P}>).")
         if ewrite and write:
             risk = f"{P}'s write may land after {Q}'s"
         elif ewrite:
@@ -291,7 +344,9 @@ class BlockContext:
             f"{ewhat or 'a call'} at {format_src(esrc)} (pass {epass}), and nothing orders {P} "
             f"before {Q} (a TBuf has no queue): on hardware the two pipes run in parallel and "
             f"{risk}.{passes}\n"
-            f"Order them: put asc.pipe_barrier(asc.PIPE_ALL) between the two calls, or " + (
+            f"Order them: asc.set_flag(asc.HardEvent.{P}_{Q}, id) after the first call and "
+            f"asc.wait_flag(asc.HardEvent.{P}_{Q}, id) before the second, "
+            f"asc.pipe_barrier(asc.PIPE_ALL) between them, or " + (
                 f"move the data through a TQue (enque on {P}, deque on {Q})." if ewrite else
                 f"use a TQue, whose free_tensor (on {P}) and alloc_tensor (on {Q}) hand the "
                 f"buffer back."))
@@ -340,7 +395,24 @@ class BlockContext:
 
     # ---- end of block ---------------------------------------------------------------------
     def finish(self) -> None:
-        """Leak check at kernel end: every queue tensor freed, nothing left enqueued."""
+        """Checks at kernel end: every queue tensor freed, nothing left enqueued (LeakError);
+        every set_flag of the kernel's own waited for (UnpairedFlagError); every buffer given
+        memory used (UnusedBufferWarning)."""
+        unpaired = [(key, s) for key, sets in self._user_sets.items() for s in sets]
+        if unpaired:
+            raise errors.UnpairedFlagError(
+                f"block {self.block_idx}: {len(unpaired)} set_flag call(s) never waited for by "
+                f"the end of the kernel (SetFlag/WaitFlag must be paired: a flag left set "
+                f"desynchronises the next kernel on this core):\n" + "\n".join(
+                    f"  set_flag({k[1]}, {k[2]}) at {format_src(s)}" for k, s in unpaired))
+        for b in [*self.queues, *self.tbufs]:
+            if not b._used:
+                msg = (f"{short(b._src)}: {b._label} got memory from init_buffer but the "
+                       f"kernel never used it: memory another buffer could have had")
+                if msg not in self._warned:
+                    self._warned.add(msg)
+                    self.warnings.append(msg)
+                    warnings.warn(msg, errors.UnusedBufferWarning, stacklevel=2)
         leaks = []
         for q in self.queues:
             for a in q.live():
