@@ -30,8 +30,8 @@ LRU L2.
 
 Modules: ``machine`` (cards, ``platform_info``, ``use_machine``), ``tensors`` (positions, GM/local
 tensors), ``memory`` (on-chip buffers, GM), ``runtime`` (per-block context, queue state machine),
-``asc`` (the kernel API; its instructions in ``dma``, ``vector`` and ``cube``, its raw events
-in ``sync``), ``record``,
+``asc`` (the kernel API; its instructions in ``dma``, ``vector`` (``repeat``: the repeat/mask
+form) and ``cube``, its raw events in ``sync``), ``record``,
 ``timing``, ``trace`` (Gantt, Chrome JSON), ``result`` (``RunResult``), ``launch`` (``launch``,
 ``retime``, ``capture``: the launches host code made, with what each wrote and read), ``errors``,
 ``examples`` (the reference kernels the tests and ``make bench-npu`` run).
@@ -45,8 +45,9 @@ Not in v1 (Ascend C has them; the simulator raises or lacks them):
   and the vector-clock check of every access they must order (``DataRaceError``; the timing
   replay waits on the same flags);
 * cross-core flags, mix kernels (1 AIC + 2 AIV) and the baton scheduler; GM workspaces;
-* the repeat/mask/stride form of vector ops (count form only), ``select``/``compare``/
-  ``gather``, ``get_value``/``set_value``;
+* the repeat/mask form of ``cast``, ``reduce_sum`` and ``reduce_max`` (the element-wise ops,
+  ``duplicate`` and the whole/block reductions have it: :mod:`~kernellab.npu.repeat`),
+  ``select``/``compare``/``gather``, ``get_value``/``set_value``;
 * ``asc.adv.Matmul`` and the host matmul tiling heuristic; ``TQueBind``, ``TBufPool``;
 * UB->L1 copies (on A2/A3 via GM: DataCopyPad's VECIN/VECOUT->TSCM goes UB->GM->L1,
   ``atlasascendc_api_07_0265``), GM->L0A/L0B (Load2D from GM), LoadDataWithTranspose's

@@ -52,6 +52,8 @@ from __future__ import annotations
 import warnings
 from collections import deque
 
+import numpy as np
+
 from kernellab.npu import errors
 from kernellab.npu.memory import Memory
 from kernellab.npu.record import (FIX, M, MTE1, MTE2, MTE3, OP, PIPES, SET, V, WAIT, Record,
@@ -238,10 +240,12 @@ class BlockContext:
                 f"Declare the kernel with @asc.kernel(core=\"{need}\").")
 
     def access(self, t, pipe: int, write: bool, src, n: int | None = None,
-               what: str = "") -> None:
+               what: str = "", elems=None) -> None:
         """Check that ``pipe`` may read (``write=False``) or write ``t`` now, in the API call
-        ``what``; track bytes. ``n`` elements from the view's start (default: all). Raises the
-        queue state errors, or DataRaceError for an unordered cross-pipe TBuf access."""
+        ``what``; track bytes. ``n`` elements from the view's start (default: all), or
+        ``elems``, the element offsets a strided instruction touches (the repeat form): the
+        written and uninitialised checks take exactly those, the ordering check their span.
+        Raises the queue state errors, or DataRaceError for an unordered access."""
         a = t._alloc
         st = a.state
         if a.queue is not None:
@@ -268,13 +272,28 @@ class BlockContext:
                     f"{a.label} while it is ENQUEUED (enque at {short(a.srcs.get('enque'))}); "
                     f"deque it first: t = queue.deque(dtype).")
         mem = t._mem
-        nb = (t._n if n is None else n) * t.dtype.itemsize
+        isz = t.dtype.itemsize
         lo = t._boff
+        if elems is not None:
+            if not len(elems):
+                return
+            first, nb = int(elems.min()) * isz, (int(elems.max()) + 1) * isz
+            lo += first
+            nb -= first
+        else:
+            nb = (t._n if n is None else n) * isz
         if a.hist is not None:
             key = (src, write, a.label)
             self._passes[key] = self._passes.get(key, 0) + 1
             self._order(t, pipe, write, src, what, lo, lo + nb, self._passes[key])
-        if write:
+        if elems is not None:
+            byte = (t._boff + np.asarray(elems, np.int64)[:, None] * isz
+                    + np.arange(isz)[None, :]).ravel()
+            if write:
+                mem.written[byte] = True
+            elif not mem.written[byte].all():
+                self._uninit(t, lo, nb, src, first=int(byte[~mem.written[byte]][0]) - lo)
+        elif write:
             mem.written[lo:lo + nb] = True
         elif not mem.written[lo:lo + nb].all():
             self._uninit(t, lo, nb, src)
@@ -379,9 +398,9 @@ class BlockContext:
             f"{PIPES[pipe]} (data_copy GM->UB fills a VECIN queue's tensor, vector ops write "
             f"VECOUT's, MTE3 drains VECOUT's).")
 
-    def _uninit(self, t, lo, nb, src):
-        w = t._mem.written[lo:lo + nb]
-        first = int((~w).argmax())
+    def _uninit(self, t, lo, nb, src, first=None):
+        if first is None:
+            first = int((~t._mem.written[lo:lo + nb]).argmax())
         msg = (f"{format_src(src)}\nread of uninitialised {t._mem.name} bytes: tensor "
                f"{t._alloc.label}, byte {first} of the {nb} read was never written (fresh "
                f"memory holds the sentinel 0xFF: NaN for floats)")

@@ -1,5 +1,6 @@
 """The vector unit's instructions of :mod:`kernellab.npu.asc` (re-exported there; students call
-them as ``asc.add`` ...), count form, on the V pipe, operands in UB and 32 B-aligned: binary
+them as ``asc.add`` ...), count form (and the repeat/mask form of :mod:`kernellab.npu.repeat`
+for the element-wise ones), on the V pipe, operands in UB and 32 B-aligned: binary
 (add, sub, mul, div, max, min), with a scalar (adds, muls, maxs, mins), unary (exp, ln, sqrt,
 rsqrt, reciprocal, abs, relu), cast, duplicate, reduce_sum, reduce_max (dst, src, tmp, count).
 Element-wise arithmetic in float32, rounded to the destination dtype; reduce_sum adds in the
@@ -14,7 +15,7 @@ import builtins
 
 import numpy as np
 
-from kernellab.npu import errors
+from kernellab.npu import errors, repeat
 from kernellab.npu.record import V, caller_src, format_src
 from kernellab.npu.runtime import ctx
 from kernellab.npu.tensors import LocalTensor
@@ -55,9 +56,14 @@ def _f32(a):
 
 
 def _binary(name, fn, cls="binary"):
-    def op(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, count: int) -> None:
+    def op(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, count, repeat_times=None,
+           repeat_params=None) -> None:
         c = ctx()
         where = caller_src()
+        if repeat_times is not None:        # the repeat form: count is the mask
+            _vec_operands(c, name, dst, (src0, src1), 1, where)
+            return repeat.elementwise(name, dst, (src0, src1), count, repeat_times,
+                                      repeat_params, where, fn, cls)
         count = _vec_operands(c, name, dst, (src0, src1), count, where)
         for t in (src0, src1):
             c.access(t, V, False, where, count, what=name)
@@ -71,8 +77,10 @@ def _binary(name, fn, cls="binary"):
 
     op.__name__ = name
     op.__doc__ = (f"``dst[i] = {name}(src0[i], src1[i])`` for ``i < count`` (V pipe, "
-                  f"{cls} cost class). Raises PositionError, AlignmentError, ShapeError, "
-                  f"DTypeError.")
+                  f"{cls} cost class); or, as ``{name}(dst, src0, src1, mask, repeat_times, "
+                  f"repeat_params)``, the repeat form (:mod:`kernellab.npu.repeat`, an "
+                  f"``asc.BinaryRepeatParams``). Raises PositionError, AlignmentError, "
+                  f"ShapeError, DTypeError.")
     return op
 
 
@@ -89,9 +97,15 @@ min = _binary("min", np.minimum)  # noqa: A001 - Ascend C name
 
 
 def _scalar(name, fn):
-    def op(dst: LocalTensor, src: LocalTensor, scalar, count: int) -> None:
+    def op(dst: LocalTensor, src: LocalTensor, scalar, count, repeat_times=None,
+           repeat_params=None) -> None:
         c = ctx()
         where = caller_src()
+        if repeat_times is not None:        # the repeat form: count is the mask
+            _vec_operands(c, name, dst, (src,), 1, where)
+            s = _f32(np.asarray(scalar, dtype=dst.dtype))
+            return repeat.elementwise(name, dst, (src,), count, repeat_times, repeat_params,
+                                      where, lambda a: fn(a, s), "unary")
         count = _vec_operands(c, name, dst, (src,), count, where)
         c.access(src, V, False, where, count, what=name)
         a = src.np(count)
@@ -104,7 +118,9 @@ def _scalar(name, fn):
 
     op.__name__ = name
     op.__doc__ = (f"``dst[i] = {name[:-1]}(src[i], scalar)`` for ``i < count`` (V pipe, "
-                  "unary cost class; the scalar is converted to the tensor dtype first).")
+                  "unary cost class; the scalar is converted to the tensor dtype first); or "
+                  f"``{name}(dst, src, scalar, mask, repeat_times, repeat_params)``, the repeat "
+                  "form with an ``asc.UnaryRepeatParams``.")
     return op
 
 
@@ -115,9 +131,14 @@ mins = _scalar("mins", np.minimum)
 
 
 def _unary(name, fn, cls="unary"):
-    def op(dst: LocalTensor, src: LocalTensor, count: int) -> None:
+    def op(dst: LocalTensor, src: LocalTensor, count, repeat_times=None,
+           repeat_params=None) -> None:
         c = ctx()
         where = caller_src()
+        if repeat_times is not None:        # the repeat form: count is the mask
+            _vec_operands(c, name, dst, (src,), 1, where)
+            return repeat.elementwise(name, dst, (src,), count, repeat_times, repeat_params,
+                                      where, fn, cls)
         count = _vec_operands(c, name, dst, (src,), count, where)
         c.access(src, V, False, where, count, what=name)
         a = src.np(count)
@@ -128,7 +149,9 @@ def _unary(name, fn, cls="unary"):
         c.op(V, name, ("vec", cls, count * dst.dtype.itemsize), where, flops=count)
 
     op.__name__ = name
-    op.__doc__ = f"``dst[i] = {name}(src[i])`` for ``i < count`` (V pipe, {cls} cost class)."
+    op.__doc__ = (f"``dst[i] = {name}(src[i])`` for ``i < count`` (V pipe, {cls} cost "
+                  f"class); or ``{name}(dst, src, mask, repeat_times, repeat_params)``, the "
+                  f"repeat form with an ``asc.UnaryRepeatParams``.")
     return op
 
 
@@ -170,10 +193,24 @@ def cast(dst: LocalTensor, src: LocalTensor, round_mode: str, count: int) -> Non
     c.op(V, "cast", ("vec", "unary", nb), where, flops=count)
 
 
-def duplicate(dst: LocalTensor, scalar, count: int) -> None:
-    """``dst[i] = scalar`` for ``i < count`` (V pipe)."""
+def duplicate(dst: LocalTensor, scalar, count, repeat_times=None, dst_blk_stride=1,
+              dst_rep_stride=8) -> None:
+    """``dst[i] = scalar`` for ``i < count`` (V pipe); or ``duplicate(dst, scalar, mask,
+    repeat_times, dst_blk_stride, dst_rep_stride)``, the repeat form (Ascend C Duplicate takes
+    the two strides itself; :mod:`kernellab.npu.repeat`)."""
     c = ctx()
     where = caller_src()
+    if repeat_times is not None:        # the repeat form: count is the mask
+        _vec_operands(c, "duplicate", dst, (), 1, where)
+        n_rep = repeat.repeats(repeat_times, "duplicate", where)
+        lane = repeat.lanes(count, dst.dtype, "duplicate", where)
+        idx = repeat.elements(dst, lane, n_rep, dst_blk_stride, dst_rep_stride, "duplicate",
+                              "destination", where).ravel()
+        if n_rep:
+            dst.np()[idx] = np.asarray(scalar, dtype=dst.dtype)
+            c.access(dst, V, True, where, elems=idx, what="duplicate")
+        c.op(V, "duplicate", ("vec", "unary", n_rep * 256), where, flops=0)
+        return
     count = _vec_operands(c, "duplicate", dst, (), count, where)
     dst.np(count)[...] = np.asarray(scalar, dtype=dst.dtype)
     c.access(dst, V, True, where, count, what="duplicate")
