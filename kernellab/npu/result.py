@@ -38,7 +38,8 @@ class RunResult:
     ``hbm_saturated_pct``, ``critical_core``, ``bytes``, ``flops``,
     ``hbm_bytes``, ``achieved_GBps``, ``achieved_TFLOPS``, ``hbm_roof_pct``, ``cube_util``,
     ``roofline``, ``trace``, ``trace_hash``, ``warnings``, ``n_records``, ``functional_s``,
-    ``timing_s``; :meth:`records` gives one block's recorded instructions."""
+    ``timing_s``; :meth:`records` gives one block's recorded instructions, :meth:`profile_csv`
+    writes the profiler-shaped tables."""
 
     def __init__(self, *, kernel, block_dim, machine, core_type, timing, trace, blocks,
                  warnings, functional_s, timing_s):
@@ -124,6 +125,14 @@ class RunResult:
         if not 0 <= block < len(self._blocks):
             raise IndexError(f"block {block} outside [0, {len(self._blocks)})")
         return list(self._blocks[block].records)
+
+    def profile_csv(self, folder) -> list:
+        """Write the profiler-shaped tables of this launch (``OpBasicInfo.csv``,
+        ``PipeUtilization.csv``, ``Memory.csv``: :mod:`kernellab.npu.profile`, where each
+        column is defined) into ``folder``; returns their paths."""
+        from kernellab.npu import profile
+
+        return profile.write_csv(self, folder)
 
     def summary(self) -> str:
         """A few lines of text: cycles and time, HBM figures, the critical core's pipes, bytes."""
