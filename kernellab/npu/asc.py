@@ -31,7 +31,8 @@ Vector (count form, on the V pipe; operands in UB, 32 B-aligned; reductions take
 tmp, count); the element-wise ones also take the repeat/mask form ``(dst, src..., mask,
 repeat_times, repeat_params)`` with :class:`BinaryRepeatParams` / :class:`UnaryRepeatParams`,
 beside the repeat-form reductions :func:`whole_reduce_sum`, :func:`whole_reduce_max`,
-:func:`block_reduce_sum`, :func:`block_reduce_max`: :mod:`kernellab.npu.repeat`):
+:func:`block_reduce_sum`, :func:`block_reduce_max` and the broadcast :func:`brcb`:
+:mod:`kernellab.npu.repeat`):
 :func:`add`, :func:`sub`,
 :func:`mul`, :func:`div`, :func:`max`, :func:`min`, :func:`adds`, :func:`muls`, :func:`maxs`,
 :func:`mins`, :func:`exp`, :func:`ln`, :func:`sqrt`, :func:`rsqrt`, :func:`reciprocal`,
@@ -63,8 +64,9 @@ from kernellab.npu import errors, runtime
 from kernellab.npu.machine import platform_info as _platform_info
 from kernellab.npu.record import FIX, M, MTE1, MTE2, MTE3, PIPES, V, caller_src, format_src
 from kernellab.npu.runtime import QUEUE_PIPES, ctx, short
-from kernellab.npu.repeat import (BinaryRepeatParams, UnaryRepeatParams, block_reduce_max,
-                                  block_reduce_sum, whole_reduce_max, whole_reduce_sum)
+from kernellab.npu.repeat import (BinaryRepeatParams, BrcbRepeatParams, UnaryRepeatParams,
+                                  block_reduce_max, block_reduce_sum, brcb, whole_reduce_max,
+                                  whole_reduce_sum)
 from kernellab.npu.sync import CORE_PIPES, EVENT_IDS, HardEvent, set_flag, wait_flag
 from kernellab.npu.tensors import (ALLOCATED, DEQUEUED, ENQUEUED, FREE, Alloc, GlobalTensor,
                                    LocalTensor, TPosition, as_dtype, bfloat16, float16,
@@ -81,8 +83,8 @@ __all__ = [
     "reduce_max", "pipe_barrier", "PIPE_ALL", "PIPE_S", "PIPE_MTE2", "PIPE_MTE1", "PIPE_M",
     "PIPE_V",
     "PIPE_MTE3", "PIPE_FIX", "HardEvent", "EVENT_IDS", "set_flag", "wait_flag",
-    "BinaryRepeatParams", "UnaryRepeatParams", "whole_reduce_sum", "whole_reduce_max",
-    "block_reduce_sum", "block_reduce_max",
+    "BinaryRepeatParams", "UnaryRepeatParams", "BrcbRepeatParams", "whole_reduce_sum",
+    "whole_reduce_max", "block_reduce_sum", "block_reduce_max", "brcb",
     # max, min and abs too, but not star-exported (they shadow builtins)
 ]
 

@@ -35,8 +35,8 @@ from kernellab.npu.record import V, caller_src, format_src
 from kernellab.npu.runtime import ctx
 from kernellab.npu.tensors import LocalTensor
 
-__all__ = ["BinaryRepeatParams", "UnaryRepeatParams", "MAX_REPEAT", "whole_reduce_sum",
-           "whole_reduce_max", "block_reduce_sum", "block_reduce_max"]
+__all__ = ["BinaryRepeatParams", "UnaryRepeatParams", "BrcbRepeatParams", "MAX_REPEAT",
+           "whole_reduce_sum", "whole_reduce_max", "block_reduce_sum", "block_reduce_max", "brcb"]
 
 MAX_REPEAT = 255
 """Largest ``repeat_times`` (``atlasascendc_api_07_0011``)."""
@@ -68,6 +68,15 @@ class UnaryRepeatParams:
     src_blk_stride: int = 1
     dst_rep_stride: int = 8
     src_rep_stride: int = 8
+
+
+@dataclass(frozen=True)
+class BrcbRepeatParams:
+    """Strides of :func:`brcb`'s destination, in 32 B blocks (Ascend C ``BrcbRepeatParams``: a
+    block stride of 0 counts as 1)."""
+
+    dst_blk_stride: int = 1
+    dst_rep_stride: int = 8
 
 
 def lanes(mask, dtype: np.dtype, name: str, where) -> np.ndarray:
@@ -221,6 +230,48 @@ def block_reduce_max(dst: LocalTensor, src: LocalTensor, repeat_times: int, mask
     """One maximum per 32 B block, as :func:`block_reduce_sum` (Ascend C BlockReduceMax)."""
     _reduce("block_reduce_max", dst, src, mask, repeat_times, dst_rep_stride, src_blk_stride,
             src_rep_stride, True, "max")
+
+
+def brcb(dst: LocalTensor, src: LocalTensor, repeat_times: int,
+         repeat_params: BrcbRepeatParams | None = None) -> None:
+    """Broadcast each element to a 32 B block: repeat ``r`` reads ``src[8r .. 8r + 7]`` and
+    fills block ``b`` of its 8 destination blocks with ``src[8r + b]`` (Ascend C Brcb,
+    ``atlasascendc_api_07_0089``): how a per-row scalar in UB (a row's rstd) becomes an operand
+    a vector instruction can read with block and repeat strides of 0. 16- and 32-bit types;
+    ``src`` and ``dst`` must not overlap. V pipe, unary cost class per repeat. Raises
+    PositionError, AlignmentError, ShapeError, DTypeError."""
+    from kernellab.npu.vector import _vec_operands
+
+    c = ctx()
+    where = caller_src()
+    _vec_operands(c, "brcb", dst, (src,), 1, where)
+    if dst.dtype.itemsize not in (2, 4):
+        raise errors.DTypeError(f"{format_src(where)}\nbrcb takes 16- or 32-bit elements, got "
+                                f"{dst.dtype}")
+    p = repeat_params if repeat_params is not None else BrcbRepeatParams()
+    if not isinstance(p, BrcbRepeatParams):
+        raise errors.ShapeError(f"{format_src(where)}\nbrcb takes an asc.BrcbRepeatParams, "
+                                f"got {type(p).__name__}")
+    n_rep = repeats(repeat_times, "brcb", where)
+    if 8 * n_rep > src.size:
+        raise errors.ShapeError(f"{format_src(where)}\nbrcb: {n_rep} repeats read "
+                                f"{8 * n_rep} source elements, past its {src.size}")
+    a, b = dst._boff, dst._boff + dst.size * dst.dtype.itemsize
+    if a < src._boff + src.size * src.dtype.itemsize and src._boff < b and \
+            dst._mem is src._mem:
+        raise errors.ShapeError(f"{format_src(where)}\nbrcb: the source and the destination "
+                                f"overlap (Brcb does not support it)")
+    epb = BLOCK // dst.dtype.itemsize
+    lane = np.arange(BLOCKS * epb)
+    d_idx = elements(dst, lane, n_rep, p.dst_blk_stride or 1, p.dst_rep_stride, "brcb",
+                     "destination", where)
+    if n_rep:
+        s_idx = np.arange(8 * n_rep)
+        c.access(src, V, False, where, elems=s_idx, what="brcb")
+        vals = src.np()[s_idx].reshape(n_rep, BLOCKS)
+        dst.np()[d_idx.ravel()] = np.repeat(vals, epb, axis=1).ravel()
+        c.access(dst, V, True, where, elems=d_idx.ravel(), what="brcb")
+    c.op(V, "brcb", ("vec", "unary", n_rep * 256), where, flops=0)
 
 
 def elementwise(name, dst, srcs, mask, repeat_times, params, where, compute,

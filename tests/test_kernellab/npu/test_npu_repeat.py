@@ -223,3 +223,19 @@ def test_a_strided_tbuf_read_is_ordered_like_any_other():
     with pytest.raises(errors.DataRaceError, match="V reads them in adds"):
         npu.launch(k, 1, (np.zeros(256, np.float16), np.zeros(1, np.float16),
                           np.zeros(1, np.float16)))
+
+
+def test_brcb_broadcasts_each_element_to_a_block_and_a_zero_stride_reads_it_everywhere():
+    """A row's scalar in UB times a whole row: brcb fills a 32 B block with it, and a second
+    source with block and repeat strides 0 reads that block in every lane."""
+
+    def body(asc, a, b, c):
+        asc.brcb(c, a, 2, asc.BrcbRepeatParams(1, 8))          # 16 elements -> 16 blocks
+        asc.mul(c[512:], b, c, 128, 3, asc.BinaryRepeatParams(1, 1, 0, 8, 8, 0))
+
+    x, y, z, _ = run(body)
+    np.testing.assert_array_equal(z[:256], np.repeat(x[:16], 16))
+    want = (y[:384].astype(np.float32) * x[0]).astype(np.float16)
+    np.testing.assert_array_equal(z[512:896], want)
+    with pytest.raises(errors.ShapeError, match="overlap"):
+        run(lambda asc, a, b, c: asc.brcb(a[16:], a, 1, None))
