@@ -331,8 +331,9 @@ def check_case(spec, case: Case, data: CaseData, r: dict) -> CaseResult:
         return res
     if not cmp.ok:
         res.error = cmp.message
-        if r.get("returned") and all(np.isnan(o).all() for o in outs.values()
-                                     if o.dtype.kind == "f"):
+        floats = [o for o in outs.values()
+                  if o.dtype.kind == "f" or o.dtype.name == "bfloat16"]   # ml_dtypes' kind "V"
+        if r.get("returned") and floats and all(np.isnan(o).all() for o in floats):
             res.error = (f"returned a value (of type {r['returned']}) but left the output "
                          "unwritten: write the result into the output array the caller passes "
                          "(kernel style)")
