@@ -10,7 +10,8 @@ NPU labs.
    made once; the result check comes after).
 2. **Grading time**: the wall time of ``kernellab grade <lab> <solution>`` for each NPU lab
    (``npu-vector-add``: ``solutions/07a_npu_vector_add.ipynb``, ``npu-matmul``:
-   ``solutions/07b_npu_matmul.ipynb``), run in a child process pinned to 2 CPUs where the OS allows
+   ``solutions/07b_npu_matmul.ipynb``, ``npu-rmsnorm``: ``solutions/07c_npu_rmsnorm.ipynb``), run
+   in a child process pinned to 2 CPUs where the OS allows
    it (``os.sched_setaffinity``). Goal: under 30 s each, the budget of every lab's grading on the
    course's 2-core machines. A lab that is not registered yet, or whose solution notebook is
    missing, is skipped with a message.
@@ -40,7 +41,8 @@ from kernellab import npu  # noqa: E402
 from kernellab.npu import examples  # noqa: E402
 
 LABS = (("npu-vector-add", "solutions/07a_npu_vector_add.ipynb"),
-        ("npu-matmul", "solutions/07b_npu_matmul.ipynb"))
+        ("npu-matmul", "solutions/07b_npu_matmul.ipynb"),
+        ("npu-rmsnorm", "solutions/07c_npu_rmsnorm.ipynb"))
 GOAL_S = 30.0
 CPUS = 2
 

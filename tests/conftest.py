@@ -4,7 +4,7 @@ never writes into the user's ~/.cache; figures a test opens are closed after it.
 The tests mirror the packages (tests/test_kernellab/sim/ tests kernellab/sim/ ...). A lab's tests
 live in tests/test_grader/labs/<lab>/ and carry that lab's marker (its id with underscores, declared
 in pyproject.toml), so ``pytest -m gemm_cuda`` runs one lab's tests; tests/test_grader/labs/npu/
-holds the tests the two NPU labs share and carries both markers. A test whose verdict rests on
+holds the tests the NPU labs share and carries their markers. A test whose verdict rests on
 wall-clock ratios measured on this machine's CPU (a cpu lab's performance phase) is marked
 ``timed``: ``make test`` runs those last, alone, so that no other test's load slows one side of a
 ratio; the rest of a lab's tests run beside the others. The helper modules the tests
@@ -20,7 +20,7 @@ import pytest
 
 LABS_DIR = Path(__file__).resolve().parent / "test_grader" / "labs"
 #: test folders that hold more than one lab's tests
-SHARED = {"npu": ("npu_vector_add", "npu_matmul")}
+SHARED = {"npu": ("npu_vector_add", "npu_matmul", "npu_rmsnorm")}
 
 
 def lab_markers(path: Path) -> tuple[str, ...]:

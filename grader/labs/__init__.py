@@ -22,6 +22,7 @@ LABS = {
     "int8-linear": "grader.labs.int8_linear:Int8Linear",
     "npu-vector-add": "grader.labs.npu_vector_add:NPUVectorAdd",
     "npu-matmul": "grader.labs.npu_matmul:NPUMatmul",
+    "npu-rmsnorm": "grader.labs.npu_rmsnorm:NPURmsNorm",
     "moe": "grader.labs.moe:MoE",
     "decode-attention": "grader.labs.decode_attention:DecodeAttention",
     "torch-op": "grader.labs.torch_op:TorchOp",

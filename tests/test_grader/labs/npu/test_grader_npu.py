@@ -1,4 +1,5 @@
-"""Grader self-tests for the NPU labs, ``npu-vector-add`` (Lab 7a) and ``npu-matmul`` (Lab 7b),
+"""Grader self-tests for the NPU labs, ``npu-vector-add`` (Lab 7a), ``npu-matmul`` (Lab 7b) and
+``npu-rmsnorm`` (Lab 7c),
 on the ``npu`` tier (the simulator's modelled cycles; no GPU, no NPU): the solutions pass
 through the CLI with their figures in the JSON, the untouched labs fail "not implemented",
 every known-wrong submission fails for the reason in its header, the thresholds sit between
@@ -22,6 +23,7 @@ import pytest
 
 from grader.labs import get_spec_class
 from grader.labs.npu_matmul import spec as mm
+from grader.labs.npu_rmsnorm import spec as rn
 from grader.labs.npu_vector_add import spec as va
 from grader.labs._npu import CARD, ONE_CORE
 from grader.runner import grade
@@ -43,6 +45,9 @@ LABS = {  # lab -> (solution, generated lab, known-wrong submissions)
     "npu-matmul": (ROOT / "solutions" / "07b_npu_matmul.ipynb",
                    ROOT / "labs" / "07b_npu_matmul.ipynb",
                    Folder("npu-matmul", "wrong")),
+    "npu-rmsnorm": (ROOT / "solutions" / "07c_npu_rmsnorm.ipynb",
+                    ROOT / "labs" / "07c_npu_rmsnorm.ipynb",
+                    Folder("npu-rmsnorm", "wrong")),
 }
 
 VA_ONE = "one core: modelled speedup over the baseline"
@@ -51,10 +56,15 @@ VA_ROOF = "all cores: share of the HBM roof"
 MM_ONE = "one core: modelled speedup over the naive tiling"
 MM_UTIL = "one core: cube utilisation"
 MM_CHIP = "all cores: cube utilisation of the chip"
-THRESHOLDS = {
-    VA_ONE: va.MIN_SPEEDUP_ONE_CORE, VA_ALL: va.MIN_SPEEDUP_ALL_CORES,
-    VA_ROOF: va.MIN_HBM_ROOF_PCT, MM_ONE: mm.MIN_SPEEDUP_ONE_CORE,
-    MM_UTIL: mm.MIN_CUBE_UTIL_ONE_CORE, MM_CHIP: mm.MIN_CUBE_UTIL_ALL_CORES,
+RN_ONE = "one core: modelled speedup over the baseline"
+RN_ROOF = "all cores: share of the HBM roof"
+#: lab -> its rules in order, and their thresholds (a lab's names may repeat another's)
+LAB_RULES = {
+    "npu-vector-add": {VA_ONE: va.MIN_SPEEDUP_ONE_CORE, VA_ALL: va.MIN_SPEEDUP_ALL_CORES,
+                       VA_ROOF: va.MIN_HBM_ROOF_PCT},
+    "npu-matmul": {MM_ONE: mm.MIN_SPEEDUP_ONE_CORE, MM_UTIL: mm.MIN_CUBE_UTIL_ONE_CORE,
+                   MM_CHIP: mm.MIN_CUBE_UTIL_ALL_CORES},
+    "npu-rmsnorm": {RN_ONE: rn.MIN_SPEEDUP_ONE_CORE, RN_ROOF: rn.MIN_HBM_ROOF_PCT},
 }
 #: the reference clears every threshold by this factor, and a known-wrong submission misses the
 #: threshold of the rule it must fail by this one (figures in the labs' README.md)
@@ -106,10 +116,9 @@ def test_solution_passes_with_its_figures_in_the_json(lab):
         assert c["error"] is None
         assert c["comparison"]["budget_used"] <= 0.5, c   # kernellab.numerics' margin rule: < 50%
     rules = {r["name"]: r for r in d["rules"]}
-    want = [VA_ONE, VA_ALL, VA_ROOF] if lab == "npu-vector-add" else [MM_ONE, MM_UTIL, MM_CHIP]
-    assert list(rules) == want
+    assert list(rules) == list(LAB_RULES[lab])
     for name, r in rules.items():
-        assert r["passed"] and r["threshold"] == THRESHOLDS[name]
+        assert r["passed"] and r["threshold"] == LAB_RULES[lab][name]
         # the thresholds sit below the reference with margin
         assert r["measured"] >= REFERENCE_MARGIN * r["threshold"], (name, r)
     assert d["recheck"]["passed"] is True
@@ -129,6 +138,9 @@ def test_reference_figures_are_the_documented_ones():
     assert rules[MM_ONE] == pytest.approx(5.51, abs=0.02)
     assert rules[MM_UTIL] == pytest.approx(64.4, abs=0.3)
     assert rules[MM_CHIP] == pytest.approx(60.5, abs=0.3)
+    rules = {r["name"]: r["measured"] for r in solution_report("npu-rmsnorm")[0]["rules"]}
+    assert rules[RN_ONE] == pytest.approx(2.82, abs=0.02)
+    assert rules[RN_ROOF] == pytest.approx(55.7, abs=0.3)
 
 
 @pytest.mark.parametrize("lab", sorted(LABS))
@@ -147,6 +159,8 @@ WRONG_SPEED = {
     ("npu-vector-add", "one_core.py"): ((VA_ALL, VA_ROOF), (VA_ONE,)),
     ("npu-matmul", "no_pingpong.py"): ((MM_ONE, MM_UTIL, MM_CHIP), ()),
     ("npu-matmul", "one_core.py"): ((MM_CHIP,), (MM_ONE, MM_UTIL)),
+    ("npu-rmsnorm", "two_passes_always.py"): ((RN_ONE,), (RN_ROOF,)),
+    ("npu-rmsnorm", "one_core_only.py"): ((RN_ROOF,), (RN_ONE,)),
 }
 
 
@@ -170,6 +184,53 @@ def test_tbuf_kernel_with_its_ordering_passes_every_case():
     the copy-in and the add."""
     rep = graded("npu-vector-add", "tbuf_ordered_twin.py", False)
     assert all(c.passed for c in rep.cases) and rep.cases, rep.to_text()
+
+
+def test_rmsnorm_gamma_in_a_tbuf_passes_with_its_event_and_fails_without():
+    """ok/gamma_tbuf_event orders MTE2's copy into a TBuf before V's cast with a raw MTE2 -> V
+    event and passes every case; without the event, or with one on the wrong pair of pipes,
+    every one-pass case fails with a race naming both pipes."""
+    rep = grade("npu-rmsnorm", Folder("npu-rmsnorm", "ok") / "gamma_tbuf_event.py",
+                run_performance=False)
+    assert rep.cases and all(c.passed for c in rep.cases), rep.to_text()
+    # their tile (the solution's UB budget, plus gamma's TBuf: 6 x 2 + 12 B an element)
+    tile = (npu.platform_info().ub_size - 4096) // 24 // 64 * 64
+    for name in ("gamma_tbuf_no_event.py", "gamma_tbuf_wrong_event.py"):
+        rep = graded("npu-rmsnorm", name, False)
+        bad = [c for c in rep.cases if not c.passed]
+        assert {c.case for c in bad} == {c.case for c in rep.cases
+                                         if -(-c.params["N"] // 64) * 64 <= tile}, rep.to_text()
+        assert all("DataRaceError" in c.error and "V reads them in cast" in c.error
+                   and "MTE2 wrote them in data_copy" in c.error for c in bad), rep.to_text()
+
+
+def test_rmsnorm_tolerance_passes_float32_statistics_and_fails_float16_ones():
+    """The derived bound: the reference's float32 statistics use about half of it, float16
+    statistics of rows of 4096 values near 1 (no overflow) already break it; a wrong rstd
+    is named as such."""
+    rng = np.random.default_rng(3)
+    x, g = rn.case_inputs(rng, 4, 4096, "float16", "normal")
+    ref = rn.golden(x, g, 1e-6)
+    tol = rn.tolerance(x, g, 1e-6, ref)
+    x32 = x.astype(np.float32)
+    rstd32 = 1 / np.sqrt(np.mean(x32 * x32, axis=1, keepdims=True, dtype=np.float32)
+                         + np.float32(1e-6))
+    good = (x32 * rstd32 * g.astype(np.float32)).astype(np.float16)
+    from kernellab.numerics import compare
+    assert compare(good, ref, tol).ok
+    sq16 = (x * x).astype(np.float16)
+    s16 = np.float16(0)
+    for part in sq16.reshape(4, -1, 64).transpose(1, 0, 2):
+        s16 = (s16 + part.sum(axis=1, dtype=np.float16)).astype(np.float16)
+    rstd16 = 1 / np.sqrt(s16.astype(np.float32)[:, None] / 4096 + np.float32(1e-6))
+    bad = (x32 * rstd16 * g.astype(np.float32)).astype(np.float16)
+    assert not compare(bad, ref, tol).ok
+    case = rn.NPURmsNorm().cases(HiddenCases())[5]
+    data = rn.NPURmsNorm().case_data(case)
+    x, g, eps = data.inputs["x"], data.inputs["gamma"], data.scalars["eps"]
+    off = rn.golden(x, g, eps) * np.array([[1.0], [1.02], [0.99]])
+    cmp = rn.NPURmsNorm().compare(case, data, {"y": off.astype(x.dtype)})
+    assert not cmp.ok and "whole rows are off by one factor" in cmp.message
 
 
 def test_forgotten_b_flag_report_names_the_load_line_and_the_flag():
