@@ -105,6 +105,8 @@ class Report:
     passed: bool = False
     performance_requested: bool = True
     when: str = ""
+    #: each case's line also carries an online judge's verdict (:func:`judge_verdict`)
+    judge: bool = False
 
     @classmethod
     def start(cls, spec, submission: str) -> "Report":
@@ -117,7 +119,8 @@ class Report:
                    correctness_points=spec.correctness_points,
                    performance_points=spec.performance_points, environment=env,
                    functions=list(spec.functions),
-                   when=_dt.datetime.now().isoformat(timespec="seconds"))
+                   when=_dt.datetime.now().isoformat(timespec="seconds"),
+                   judge=bool(getattr(spec, "judge_words", False)))
 
     def _make_plain(self) -> None:
         """Every text a submission can influence, made safe to print (see :func:`plain`)."""
@@ -171,6 +174,9 @@ class Report:
     def to_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k not in ("cases", "rules", "recheck")}
         d["cases"] = [c.to_dict() for c in self.cases]
+        if self.judge:
+            for cd, c in zip(d["cases"], self.cases):
+                cd["judge"] = judge_verdict(c)
         d["rules"] = [r.to_dict() for r in self.rules]
         d["recheck"] = self.recheck.to_dict() if self.recheck else None
         d["cases_passed"] = sum(c.passed for c in self.cases)
@@ -304,11 +310,13 @@ class Report:
                 if c.comparison:
                     cm = c.comparison
                     verdict = "pass" if c.passed else "FAIL"
+                    judged = f"  {judge_verdict(c)}" if self.judge else ""
                     L.append(f"   {name:<{w}} {fmt_number(cm['max_abs']):>11} "
                              f"{fmt_number(cm['max_ulp']):>9} "
-                             f"{fmt_percent(cm['budget_used']):>7}  {verdict}")
+                             f"{fmt_percent(cm['budget_used']):>7}  {verdict}{judged}")
                 else:
-                    L.append(f"   {name:<{w}} {'-':>11} {'-':>9} {'-':>7}  FAIL")
+                    judged = f"  {judge_verdict(c)}" if self.judge else ""
+                    L.append(f"   {name:<{w}} {'-':>11} {'-':>9} {'-':>7}  FAIL{judged}")
                 if not c.passed and c.error:
                     if c.error not in first_with:
                         first_with[c.error] = c.case
@@ -432,6 +440,24 @@ def missing_function_detail(name: str, defined: dict, required=(), notebook: boo
     if notebook:
         L.append("only the cells tagged 'solution' are graded: is the function in another cell?")
     return L
+
+
+#: the verdicts of an online judge, as contest and operator judges word them
+JUDGE_WORDS = ("Accepted", "Wrong Answer", "Runtime Error", "Time Limit Exceeded")
+
+
+def judge_verdict(c: CaseResult) -> str:
+    """A case's verdict in an online judge's words (:data:`JUDGE_WORDS`): passed, Accepted;
+    stopped at its time limit, Time Limit Exceeded; its outputs compared and wrong (or made
+    where the lab does not allow), Wrong Answer; raised, crashed or never produced outputs to
+    compare, Runtime Error."""
+    if c.passed:
+        return "Accepted"
+    if c.error and "did not finish within" in c.error:
+        return "Time Limit Exceeded"
+    if c.comparison:
+        return "Wrong Answer"
+    return "Runtime Error"
 
 
 def ulp_note(policies) -> list[str]:

@@ -352,6 +352,9 @@ class LabSpec:
     #: the worker-side module (``measure_<tier>`` functions); default: ``measure`` beside a
     #: lab folder's ``spec``, else the spec's own module
     measure_module: str = ""
+    #: each case's report line also gives an online judge's verdict (Accepted, Wrong Answer,
+    #: Runtime Error, Time Limit Exceeded: :func:`grader.report.judge_verdict`)
+    judge_words: bool = False
 
     def visible_params(self) -> list[dict]:
         """Subclass: the visible cases' parameters, in order."""

@@ -268,6 +268,8 @@ class NPULab(LabSpec):
     (:meth:`perf_data_check`)."""
 
     tier = "npu"
+    # each case line also in an online judge's words (Accepted, Wrong Answer ...)
+    judge_words = True
     allowed_imports = frozenset({"numpy", "math", "kernellab"})
     # kernellab opens only its NPU API: the package, the kernel API and the module of launch
     # (whose name is also npu.launch, the function); not kernellab.npu.examples, not the rest

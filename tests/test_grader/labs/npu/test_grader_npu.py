@@ -233,6 +233,28 @@ def test_rmsnorm_tolerance_passes_float32_statistics_and_fails_float16_ones():
     assert not cmp.ok and "whole rows are off by one factor" in cmp.message
 
 
+def test_each_case_line_carries_an_online_judges_verdict(tmp_path):
+    """Accepted, Wrong Answer (values compared and wrong), Runtime Error (a simulator error,
+    no outputs to compare) and Time Limit Exceeded, in the text and in the JSON."""
+    d = solution_report("npu-rmsnorm")[0]
+    assert {c["judge"] for c in d["cases"]} == {"Accepted"}
+    for name, word in (("mean_over_padded.py", "Wrong Answer"),
+                       ("missing_tail.py", "Runtime Error")):
+        rep = graded("npu-rmsnorm", name, False)
+        text = rep.to_text()
+        assert f"FAIL  {word}" in text and "pass  Accepted" in text, text
+    slow = tmp_path / "slow.py"
+    src = notebook.submission_source(LABS["npu-rmsnorm"][0])
+    slow.write_text(src.replace('    M, N = x.shape\n', '    M, N = x.shape\n'
+                                '    while N > 100000:\n        pass\n', 1), encoding="utf-8")
+    rep = grade("npu-rmsnorm", slow, run_performance=False, case_timeout_s=2,
+                only=lambda c: c.name in ("1x1 float16 eps=1e-06", "2x100003 float16 eps=1e-06"))
+    verdicts = {c.case: c for c in rep.cases}
+    text = rep.to_text()
+    assert verdicts["1x1 float16 eps=1e-06"].passed, text
+    assert "FAIL  Time Limit Exceeded" in text and "did not finish within 2 s" in text, text
+
+
 def test_forgotten_b_flag_report_names_the_load_line_and_the_flag():
     """b_no_transpose.py: the report says where B was loaded and what to add there, in plain
     words before the ZN/ZZ explanation (not only the mmad line where the layout is read)."""
