@@ -149,7 +149,7 @@ def _tree(v: np.ndarray, dtype) -> np.ndarray:
 
 def _reduce(name, dst, src, mask, n_rep, dst_rep_stride, src_blk_stride, src_rep_stride,
             per_block: bool, op: str) -> None:
-    from kernellab.npu.vector import _vec_operands
+    from kernellab.npu.vector import _half_or_float, _vec_operands
 
     c = ctx()
     where = caller_src()
@@ -160,9 +160,7 @@ def _reduce(name, dst, src, mask, n_rep, dst_rep_stride, src_blk_stride, src_rep
     if dst.dtype != src.dtype:
         raise errors.DTypeError(f"{format_src(where)}\n{name}: dst is {dst.dtype}, src "
                                 f"{src.dtype} (they must match)")
-    if src.dtype not in (np.float16, np.float32):
-        raise errors.DTypeError(f"{format_src(where)}\n{name} takes half or float tensors, got "
-                                f"{src.dtype}")
+    _half_or_float(name, src.dtype, where)
     n_rep = repeats(n_rep, name, where)
     lane = lanes(mask, src.dtype, name, where)
     per = 256 // src.dtype.itemsize

@@ -241,6 +241,13 @@ def _round(x, dtype):
     return np.asarray(x).astype(dtype).astype(np.float64)
 
 
+def _half_or_float(name, dtype, where) -> None:
+    """Raise DTypeError unless ``dtype`` is half or float (the reductions' dtypes on A2/A3)."""
+    if dtype not in (np.float16, np.float32):
+        raise errors.DTypeError(f"{format_src(where)}\n{name} takes half or float tensors "
+                                f"(Ascend C {name}), got {dtype}")
+
+
 def _reduce_operands(name, dst, src, tmp, count, where):
     c = ctx()
     count = _vec_operands(c, name, dst, (src,), count, where, dst_n=1)
@@ -248,9 +255,7 @@ def _reduce_operands(name, dst, src, tmp, count, where):
     if tmp.dtype != src.dtype:
         raise errors.DTypeError(f"{format_src(where)}\n{name}: tmp is {tmp.dtype}, src "
                                 f"{src.dtype} (they must match)")
-    if src.dtype not in (np.float16, np.float32):
-        raise errors.DTypeError(f"{format_src(where)}\n{name} takes half or float tensors "
-                                f"(Ascend C {name}), got {src.dtype}")
+    _half_or_float(name, src.dtype, where)
     per_block, per_repeat = 32 // src.dtype.itemsize, 256 // src.dtype.itemsize
     need = -(-builtins.max(1, count // per_repeat) // per_block) * per_block
     if tmp.size < need:
