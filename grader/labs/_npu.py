@@ -14,15 +14,16 @@ tiling does. Both cards are bound when this module is imported (in the grader's 
 the submission loads): every captured launch must have run on the card the grader chose, so a
 submission cannot time itself on a faster card of its own.
 
-How a result must be produced (:func:`device_problem`), checked on every correctness call and
-on the timed calls: at least one launch, none failed (an error the host code caught still
-fails), every launch on the grader's card, every byte of the output the caller finally holds
-written by the device (MTE3 ``data_copy`` / FIX ``fixpipe``) into an array that ended the
-launches with exactly that content, every byte of each input read by the device (MTE2) from an
-array holding that input, and at least the lab's useful arithmetic done on the device (vector
-additions, cube multiply-adds). Uninitialised on-chip reads are errors while grading
-(the simulator's ``strict`` mode), like the simulator's other errors (overflow, queue misuse,
-deadlock, leak, multi-core write conflicts ...).
+How a result must be produced (:func:`device_problem`), checked on every correctness call and on
+the timed calls: at least one launch, none failed (an error the host code caught still fails),
+every launch on the grader's card, every byte of the output the caller finally holds written by
+the device (MTE3 ``data_copy`` / FIX ``fixpipe``) into an array that ended the launches with
+exactly that content, every byte of each input read by the device (MTE2) from an array holding
+that input, no byte of another array read that the device had not written unless the array
+started blank (a workspace of zeros), and at least the lab's useful arithmetic done on the
+device (vector additions, cube multiply-adds). Uninitialised on-chip reads are errors while
+grading (the simulator's ``strict`` mode), like the simulator's other errors (overflow, queue
+misuse, deadlock, leak, multi-core write conflicts ...).
 
 Thresholds. A speed rule's threshold is 0.8 x the reference solution's modelled figure on the
 frozen card (headroom for reasonable variants of it); a lab that departs from this says why.
@@ -128,6 +129,18 @@ def launch_dict(li, card) -> dict:
     return d
 
 
+def _read_not_written(read, written, nbytes: int) -> int:
+    """Bytes in the union of ``read`` that no interval of ``written`` covers."""
+    if not read:
+        return 0
+    mask = np.zeros(nbytes, dtype=bool)
+    for s, e in read:
+        mask[s:e] = True
+    for s, e in written:
+        mask[s:e] = False
+    return int(mask.sum())
+
+
 def _merge(ivs) -> int:
     """Bytes covered by the union of the intervals."""
     from kernellab.npu.launch import merge_intervals
@@ -139,8 +152,9 @@ def capture_dict(cap, card) -> dict:
     """A capture as JSON: ``launches`` (:func:`launch_dict`) and ``arrays``, one entry per
     array *object* passed to the launches (an output written over several launches is one
     entry): name, shape, dtype, nbytes, content digest before its first launch and after its
-    last successful one, distinct bytes the device wrote to it and read from it, and how many
-    blocks wrote to it out of how many launched."""
+    last successful one, whether it started blank (zeros or NaN), distinct bytes the device
+    wrote to it and read from it and read without writing them, and how many blocks wrote to it
+    out of how many launched."""
     objs: dict[int, dict] = {}
     for li in cap.launches:
         for ai in li.arrays:
@@ -150,6 +164,7 @@ def capture_dict(cap, card) -> dict:
                     "name": str(ai.name), "shape": [int(s) for s in ai.shape],
                     "dtype": str(ai.dtype), "nbytes": int(ai.nbytes),
                     "digest_start": ai.digest_start, "digest_end": None,
+                    "blank_start": bool(ai.blank_start),
                     "_w": [], "_r": [], "blocks_writing": 0, "blocks_launched": 0}
             if li.error is None and ai.digest_end is not None:
                 o["digest_end"] = ai.digest_end
@@ -159,8 +174,10 @@ def capture_dict(cap, card) -> dict:
                 o["blocks_launched"] += operator.index(li.block_dim)
     arrays = []
     for o in objs.values():
-        o["written"] = _merge(o.pop("_w"))
-        o["read"] = _merge(o.pop("_r"))
+        w, r = o.pop("_w"), o.pop("_r")
+        o["written"] = _merge(w)
+        o["read"] = _merge(r)
+        o["read_not_written"] = _read_not_written(r, w, o["nbytes"])
         arrays.append(o)
     return {"launches": [launch_dict(li, card) for li in cap.launches], "arrays": arrays}
 
@@ -248,6 +265,16 @@ def device_problem(info: dict, *, output: tuple, inputs: list, work: tuple,
                     f"{iname} must be read by the device, from {iname} itself (is a tail of it "
                     "left out? a copy transformed on the host, or a result prepared on the host, "
                     "does not count)")
+    in_digests = {(d, nb) for _n, d, nb in inputs}
+    for a in arrays:
+        if a.get("read_not_written") and not a.get("blank_start", True) \
+                and (a.get("digest_start"), a["nbytes"]) not in in_digests:
+            names = ", ".join(n for n, _, _ in inputs)
+            return (f"the device read {a['read_not_written']} bytes it had not written of an "
+                    f"array the kernel was passed as {a['name']}, which holds neither an input "
+                    f"({names}) nor a blank workspace (zeros, NaN): a result prepared on the "
+                    f"host, or an input transformed there, does not count; pass the inputs "
+                    f"themselves and compute on the device")
     key, least, what = work
     done = total(info, "flops", key)
     if done < least:

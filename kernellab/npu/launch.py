@@ -181,6 +181,8 @@ class ArrayInfo:
         shape, dtype, nbytes: of the array.
         digest_start, digest_end: :func:`content_digest` before the launch and after its
             results were written back (``None`` if the launch failed).
+        blank_start: every byte zero, or (floats) every element NaN, before the launch: a
+            workspace from ``np.zeros``, an output not written yet.
         written: merged byte intervals ``[start, end)`` of the array that the device wrote
             (MTE3 ``data_copy``/``data_copy_pad`` and FIX ``fixpipe``, any block).
         read: merged byte intervals the device read (MTE2 copies).
@@ -188,7 +190,7 @@ class ArrayInfo:
     """
 
     __slots__ = ("index", "name", "array", "shape", "dtype", "nbytes", "digest_start",
-                 "digest_end", "written", "read", "writers")
+                 "digest_end", "written", "read", "writers", "blank_start")
 
     def __init__(self, index, name, array):
         self.index = index
@@ -198,6 +200,11 @@ class ArrayInfo:
         self.dtype = array.dtype
         self.nbytes = int(array.nbytes)
         self.digest_start = content_digest(array)
+        flat = np.ascontiguousarray(array).reshape(-1)
+        blank = not flat.view(np.uint8).any()
+        if not blank and (flat.dtype.kind == "f" or flat.dtype.name == "bfloat16"):
+            blank = bool(np.isnan(flat.astype(np.float32)).all())
+        self.blank_start = bool(blank)
         self.digest_end = None
         self.written: list[tuple[int, int]] = []
         self.read: list[tuple[int, int]] = []
