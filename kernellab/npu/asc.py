@@ -496,14 +496,14 @@ def pipe_barrier(pipe=PIPE_ALL) -> None:
     pipe (``asc.PIPE_V`` ...): that pipe's later instructions are ordered after its earlier
     ones, which a kernel with ``auto_sync=False`` needs between two dependent instructions of
     one pipe (:mod:`kernellab.npu.sync`); the timing model runs a pipe's instructions one after
-    another anyway, so it costs nothing there. Raises ShapeError for ``asc.PIPE_S`` (the
-    hardware orders the scalar pipe itself; PipeBarrier<PIPE_S> is a hardware error), for a
-    pipe this kind of core lacks, and for anything else."""
+    another anyway, so it costs nothing there. Raises EventError for ``asc.PIPE_S`` (the
+    hardware orders the scalar pipe itself; PipeBarrier<PIPE_S> is a hardware error) and for a
+    pipe this kind of core lacks, ShapeError for anything else."""
     c = ctx()
     src = caller_src()
     names = (PIPE_ALL, *_ONE_PIPE)
     if pipe == PIPE_S:
-        raise errors.ShapeError(f"{format_src(src)}\npipe_barrier(asc.PIPE_S): the hardware "
+        raise errors.EventError(f"{format_src(src)}\npipe_barrier(asc.PIPE_S): the hardware "
                                 f"orders the scalar pipe itself, and PipeBarrier<PIPE_S> "
                                 f"raises a hardware error")
     if pipe not in names:
@@ -515,7 +515,7 @@ def pipe_barrier(pipe=PIPE_ALL) -> None:
         return
     p = _ONE_PIPE[pipe]
     if p not in CORE_PIPES[c.core_type]:
-        raise errors.ShapeError(f"{format_src(src)}\npipe_barrier(asc.{pipe}): an "
+        raise errors.EventError(f"{format_src(src)}\npipe_barrier(asc.{pipe}): an "
                                 f"{c.core_type.upper()} core has no {PIPES[p]} pipe")
     c.fence_pipe(p)
 

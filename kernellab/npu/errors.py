@@ -201,8 +201,9 @@ class UnpairedFlagError(NPUError):
 
 
 class EventError(NPUError, ValueError):
-    """A raw event that cannot exist here: not an ``asc.HardEvent``, an event ID outside the
-    card's range, or a pipe this kind of core does not have."""
+    """A raw event or barrier that cannot exist here: not an ``asc.HardEvent``, an event ID
+    outside the card's range, a pipe this kind of core does not have, or a barrier of the scalar
+    pipe (``PipeBarrier<PIPE_S>`` is a hardware error)."""
 
     kind = "event"
 

@@ -254,15 +254,17 @@ def brcb(dst: LocalTensor, src: LocalTensor, repeat_times: int,
     if 8 * n_rep > src.size:
         raise errors.ShapeError(f"{format_src(where)}\nbrcb: {n_rep} repeats read "
                                 f"{8 * n_rep} source elements, past its {src.size}")
-    a, b = dst._boff, dst._boff + dst.size * dst.dtype.itemsize
-    if a < src._boff + src.size * src.dtype.itemsize and src._boff < b and \
-            dst._mem is src._mem:
-        raise errors.ShapeError(f"{format_src(where)}\nbrcb: the source and the destination "
-                                f"overlap (Brcb does not support it)")
     epb = BLOCK // dst.dtype.itemsize
     lane = np.arange(BLOCKS * epb)
     d_idx = elements(dst, lane, n_rep, p.dst_blk_stride or 1, p.dst_rep_stride, "brcb",
                      "destination", where)
+    isz = dst.dtype.itemsize
+    if n_rep and dst._mem is src._mem:     # the bytes the call reads and writes, not the views
+        s_lo, s_hi = src._boff, src._boff + 8 * n_rep * isz
+        d_lo, d_hi = dst._boff + int(d_idx.min()) * isz, dst._boff + (int(d_idx.max()) + 1) * isz
+        if s_lo < d_hi and d_lo < s_hi:
+            raise errors.ShapeError(f"{format_src(where)}\nbrcb: the elements it reads and "
+                                    f"those it writes overlap (Brcb does not support it)")
     if n_rep:
         s_idx = np.arange(8 * n_rep)
         c.access(src, V, False, where, elems=s_idx, what="brcb")

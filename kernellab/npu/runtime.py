@@ -43,7 +43,8 @@ and ``asc.pipe_barrier(asc.PIPE_ALL)``.
 
 One pipe's accesses are ordered by program order, unless the kernel was declared
 ``auto_sync=False``: then two instructions of one pipe touching the same bytes, one writing,
-are ordered only by a one-pipe barrier (or a ``V_V`` event) between them (``fence``), and
+are ordered only by a one-pipe barrier between them, or by an event set after the first and
+waited for before the second (``V_V``, or a chain through another pipe) (``fence``), and
 every queue tensor keeps a history too, so the check covers it.
 """
 
@@ -136,7 +137,7 @@ class BlockContext:
         self.vc = [[0] * len(PIPES) for _ in PIPES]
         self._flag_vc: dict = {}
         #: fence[p]: how many of pipe p's instructions a later one of p is ordered after (a
-        #: one-pipe barrier, PIPE_ALL, or a V_V event)
+        #: one-pipe barrier, PIPE_ALL, or an event whose setter was ordered after them)
         self.fence = [0] * len(PIPES)
         #: a kernel's own set_flag calls not yet waited for: key -> the sets' source lines
         self._user_sets: dict = {}
@@ -183,9 +184,14 @@ class BlockContext:
         snaps = self._flag_vc.get(key)
         if snaps:
             v = self.vc[pipe]
-            for q, clk in enumerate(snaps.popleft()):
+            snap = snaps.popleft()
+            for q, clk in enumerate(snap):
                 if clk > v[q]:
                     v[q] = clk
+            # what the setter was ordered after of this pipe's own instructions (V_V, or a
+            # chain V -> MTE3 -> V) is ordered before this pipe's later ones
+            if snap[pipe] > self.fence[pipe]:
+                self.fence[pipe] = snap[pipe]
         self.records.append(Record(pipe, WAIT, "wait_flag", self.calls, None, key,
                                    src=short(src)))
 
@@ -204,8 +210,6 @@ class BlockContext:
                 f"an event nothing has set (set it first; each set is consumed by one wait)")
         sets.popleft()
         self.wait_flag(pipe, key, src)
-        if key[1].split("_")[0] == PIPES[pipe]:           # V_V: the pipe orders itself
-            self.fence[pipe] = self.vc[pipe][pipe]
 
     def fence_pipe(self, pipe) -> None:
         """Order ``pipe``'s later instructions after every earlier one of it (a one-pipe

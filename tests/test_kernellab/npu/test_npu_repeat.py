@@ -238,4 +238,5 @@ def test_brcb_broadcasts_each_element_to_a_block_and_a_zero_stride_reads_it_ever
     want = (y[:384].astype(np.float32) * x[0]).astype(np.float16)
     np.testing.assert_array_equal(z[512:896], want)
     with pytest.raises(errors.ShapeError, match="overlap"):
-        run(lambda asc, a, b, c: asc.brcb(a[16:], a, 1, None))
+        run(lambda asc, a, b, c: asc.brcb(a[16:], a, 3, None))     # reads a[0:24]
+    run(lambda asc, a, b, c: asc.brcb(a[16:], a, 1, None))          # reads a[0:8] only

@@ -180,13 +180,13 @@ def test_pipe_barrier_of_the_scalar_pipe_or_a_missing_pipe_is_refused():
     def k(x, z):
         asc.pipe_barrier(asc.PIPE_S)
 
-    assert "hardware error" in trips(errors.ShapeError, k, "asc.pipe_barrier(asc.PIPE_S)")
+    assert "hardware error" in trips(errors.EventError, k, "asc.pipe_barrier(asc.PIPE_S)")
 
     @asc.kernel(core="aiv")
     def k2(x, z):
         asc.pipe_barrier(asc.PIPE_M)
 
-    assert "no M pipe" in trips(errors.ShapeError, k2, "asc.pipe_barrier(asc.PIPE_M)")
+    assert "no M pipe" in trips(errors.EventError, k2, "asc.pipe_barrier(asc.PIPE_M)")
 
 
 def test_an_unused_buffer_is_reported_and_its_twin_is_not():
@@ -205,3 +205,44 @@ def test_an_unused_buffer_is_reported_and_its_twin_is_not():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         run(k_for(True))
+
+
+def _v_then_v(order):
+    """V writes a TBuf, then V reads it, with auto_sync=False and ``order`` between (or, for
+    "early_v_v", a V_V event set before the write and waited for after it)."""
+
+    @asc.kernel(core="aiv", auto_sync=False)
+    def k(x, z):
+        pipe = asc.TPipe()
+        tb = asc.TBuf(P.VECCALC)
+        qo = asc.TQue(P.VECOUT, 1)
+        pipe.init_buffer(tb, N * 2)
+        pipe.init_buffer(qo, 1, N * 2)
+        t = tb.get(asc.half)
+        if order == "early_v_v":
+            asc.set_flag(E.V_V, 0)
+        asc.duplicate(t, 1.0, N)
+        if order == "early_v_v":
+            asc.wait_flag(E.V_V, 0)
+        elif order == "through_mte3":
+            asc.set_flag(E.V_MTE3, 0)
+            asc.wait_flag(E.V_MTE3, 0)
+            asc.set_flag(E.MTE3_V, 0)
+            asc.wait_flag(E.MTE3_V, 0)
+        c = qo.alloc_tensor(asc.half)
+        asc.adds(c, t, 1.0, N)
+        qo.enque(c)
+        c = qo.deque()
+        asc.data_copy(z, c, N)
+        qo.free_tensor(c)
+    return k
+
+
+def test_an_event_orders_one_pipe_only_across_its_set_and_its_wait():
+    """A V_V event set before V's write orders nothing of that write; a chain V -> MTE3 -> V
+    set after it orders it (the vector clocks carry V's count through MTE3)."""
+    msg = trips(errors.DataRaceError, _v_then_v("early_v_v"), "asc.adds(c, t, 1.0, N)")
+    assert "intra-pipeline race" in msg, msg
+    z = np.zeros(N, np.float16)
+    run(_v_then_v("through_mte3"), _x(), z)
+    assert (z == 2).all()
