@@ -56,6 +56,7 @@ class CaseResult:
     tile_map: str = ""
     function: str = ""  # the required function the case calls
     not_run: bool = False  # True: never called (rule violation, broken function, crashes)
+    raised: bool = False  # True: the call raised, crashed or hung (no outputs came back)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -448,16 +449,14 @@ JUDGE_WORDS = ("Accepted", "Wrong Answer", "Runtime Error", "Time Limit Exceeded
 
 def judge_verdict(c: CaseResult) -> str:
     """A case's verdict in an online judge's words (:data:`JUDGE_WORDS`): passed, Accepted;
-    stopped at its time limit, Time Limit Exceeded; its outputs compared and wrong (or made
-    where the lab does not allow), Wrong Answer; raised, crashed or never produced outputs to
-    compare, Runtime Error."""
+    stopped at its time limit, Time Limit Exceeded; the call raised or crashed (a simulator
+    error among them), Runtime Error; it returned and its outputs are wrong, incomplete or
+    made where the lab does not allow, Wrong Answer."""
     if c.passed:
         return "Accepted"
     if c.error and "did not finish within" in c.error:
         return "Time Limit Exceeded"
-    if c.comparison:
-        return "Wrong Answer"
-    return "Runtime Error"
+    return "Runtime Error" if c.raised else "Wrong Answer"
 
 
 def ulp_note(policies) -> list[str]:

@@ -290,6 +290,7 @@ def check_case(spec, case: Case, data: CaseData, r: dict) -> CaseResult:
                      function=spec.case_function(case))
     if not r.get("ok"):
         res.error = r.get("error") or "failed"
+        res.raised = True
         return res
     res.seconds = r.get("seconds")
     arrays = r["arrays"]

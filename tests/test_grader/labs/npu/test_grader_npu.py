@@ -26,6 +26,7 @@ from grader.labs.npu_matmul import spec as mm
 from grader.labs.npu_rmsnorm import spec as rn
 from grader.labs.npu_vector_add import spec as va
 from grader.labs._npu import CARD, ONE_CORE
+from grader.report import judge_verdict
 from grader.runner import grade
 from grader.spec import HiddenCases
 from grader.static_check import check_source
@@ -234,8 +235,8 @@ def test_rmsnorm_tolerance_passes_float32_statistics_and_fails_float16_ones():
 
 
 def test_each_case_line_carries_an_online_judges_verdict(tmp_path):
-    """Accepted, Wrong Answer (values compared and wrong), Runtime Error (a simulator error,
-    no outputs to compare) and Time Limit Exceeded, in the text and in the JSON."""
+    """Accepted, Wrong Answer (values wrong, or rows left unwritten), Runtime Error (a simulator
+    error) and Time Limit Exceeded, in the text and in the JSON."""
     d = solution_report("npu-rmsnorm")[0]
     assert {c["judge"] for c in d["cases"]} == {"Accepted"}
     for name, word in (("mean_over_padded.py", "Wrong Answer"),
@@ -243,8 +244,14 @@ def test_each_case_line_carries_an_online_judges_verdict(tmp_path):
         rep = graded("npu-rmsnorm", name, False)
         text = rep.to_text()
         assert f"FAIL  {word}" in text and "pass  Accepted" in text, text
-    slow = tmp_path / "slow.py"
     src = notebook.submission_source(LABS["npu-rmsnorm"][0])
+    short = tmp_path / "short.py"           # the last row of each block left out: NaN stays
+    short.write_text(src.replace("    r1 = min(t.M, r0 + t.rows)\n",
+                                 "    r1 = min(t.M, r0 + t.rows) - 1\n", 1), encoding="utf-8")
+    rep = grade("npu-rmsnorm", short, run_performance=False)
+    bad = [c for c in rep.cases if not c.passed]
+    assert bad and all(judge_verdict(c) == "Wrong Answer" for c in bad), rep.to_text()
+    slow = tmp_path / "slow.py"
     slow.write_text(src.replace('    M, N = x.shape\n', '    M, N = x.shape\n'
                                 '    while N > 100000:\n        pass\n', 1), encoding="utf-8")
     rep = grade("npu-rmsnorm", slow, run_performance=False, case_timeout_s=2,
@@ -338,6 +345,13 @@ CHEATS = {
     "other_card": (COPY_KERNEL + "\ndef vector_add(x, y, z):\n"
                    "    npu.launch(copy_kernel, 1, (x + y, z, x.size), machine='tiny')\n",
                    "not on the one the grader runs"),
+    # every input read by the device, then the host's sum copied in by it
+    "host_sum_beside_the_inputs": (COPY_KERNEL + "\ndef vector_add(x, y, z):\n"
+                                   "    w = np.zeros_like(z)\n"
+                                   "    npu.launch(copy_kernel, 1, (x, w, x.size))\n"
+                                   "    npu.launch(copy_kernel, 1, (y, w, y.size))\n"
+                                   "    npu.launch(copy_kernel, 1, (x + y, z, x.size))\n",
+                                   "holds neither an input (x, y) nor a blank workspace"),
     # the device's result overwritten on the host afterwards
     "host_after_device": (COPY_KERNEL + "\ndef vector_add(x, y, z):\n"
                           "    npu.launch(copy_kernel, 1, (x, z, x.size))\n    z[:] = x + y\n",
