@@ -87,10 +87,11 @@ def baseline_kernel(x, gamma, y, M, N, eps):
 @functools.lru_cache(maxsize=8)
 def baseline_cycles(M: int, N: int, dtype: str = "float16", card=CARD) -> int:
     """Modelled cycles of the baseline on an M x N matrix (grader side; deterministic). Raises
-    AssertionError if the baseline's result is off by more than an output rounding."""
+    AssertionError if the baseline's result breaks the lab's own tolerance."""
     from kernellab.npu.launch import launch
 
-    from grader.labs.npu_rmsnorm.spec import golden, np_dtype
+    from grader.labs.npu_rmsnorm.spec import golden, np_dtype, tolerance
+    from kernellab.numerics import compare
 
     dt = np_dtype(dtype)
     rng = np.random.default_rng(1)
@@ -99,6 +100,6 @@ def baseline_cycles(M: int, N: int, dtype: str = "float16", card=CARD) -> int:
     y = np.full((M, N), np.nan, dtype=dt)
     res = launch(baseline_kernel, 1, (x, g, y, M, N, 1e-6), machine=card)
     ref = golden(x, g, 1e-6)
-    if not np.allclose(y.astype(np.float64), ref, rtol=2e-2, atol=1e-6):
+    if not compare(y, ref, tolerance(x, g, 1e-6, ref)).ok:
         raise AssertionError("the baseline kernel is wrong")
     return res.cycles
