@@ -121,7 +121,7 @@ class Report:
                    performance_points=spec.performance_points, environment=env,
                    functions=list(spec.functions),
                    when=_dt.datetime.now().isoformat(timespec="seconds"),
-                   judge=bool(getattr(spec, "judge_words", False)))
+                   judge=spec.judge_words)
 
     def _make_plain(self) -> None:
         """Every text a submission can influence, made safe to print (see :func:`plain`)."""
@@ -308,15 +308,14 @@ class Report:
                 if not c.passed and not c.comparison and c.error in first_with:
                     again.setdefault(c.error, []).append(name)  # one line for them all, below
                     continue
+                judged = f"  {judge_verdict(c)}" if self.judge else ""
                 if c.comparison:
                     cm = c.comparison
                     verdict = "pass" if c.passed else "FAIL"
-                    judged = f"  {judge_verdict(c)}" if self.judge else ""
                     L.append(f"   {name:<{w}} {fmt_number(cm['max_abs']):>11} "
                              f"{fmt_number(cm['max_ulp']):>9} "
                              f"{fmt_percent(cm['budget_used']):>7}  {verdict}{judged}")
                 else:
-                    judged = f"  {judge_verdict(c)}" if self.judge else ""
                     L.append(f"   {name:<{w}} {'-':>11} {'-':>9} {'-':>7}  FAIL{judged}")
                 if not c.passed and c.error:
                     if c.error not in first_with:

@@ -30,6 +30,7 @@ from grader.source_map import SourceMap, quote_line
 from grader.spec import Case, CaseData, HiddenCases
 from grader.static_check import check_source
 from grader import notebook, npz
+from kernellab.numerics import is_float
 
 
 def cache_root() -> Path:
@@ -299,11 +300,11 @@ def check_case(spec, case: Case, data: CaseData, r: dict) -> CaseResult:
         if after is None or after.shape != original.shape or after.dtype != original.dtype:
             res.error = f"input {name} was reshaped or retyped by the submission"
             return res
-        is_float = after.dtype.kind == "f" or after.dtype.name == "bfloat16"   # ml_dtypes
-        same = np.array_equal(after, original, equal_nan=is_float)
+        floating = is_float(after.dtype)
+        same = np.array_equal(after, original, equal_nan=floating)
         if not same:
             n = int(np.sum(~((after == original) | (np.isnan(after) & np.isnan(original))
-                             if is_float else after == original)))
+                             if floating else after == original)))
             res.error = (f"wrote into its input {name} ({n} element(s) changed): inputs are "
                          "read-only, write only the output")
             return res
@@ -332,8 +333,7 @@ def check_case(spec, case: Case, data: CaseData, r: dict) -> CaseResult:
         return res
     if not cmp.ok:
         res.error = cmp.message
-        floats = [o for o in outs.values()
-                  if o.dtype.kind == "f" or o.dtype.name == "bfloat16"]   # ml_dtypes' kind "V"
+        floats = [o for o in outs.values() if is_float(o.dtype)]
         if r.get("returned") and floats and all(np.isnan(o).all() for o in floats):
             res.error = (f"returned a value (of type {r['returned']}) but left the output "
                          "unwritten: write the result into the output array the caller passes "

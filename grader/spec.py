@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kernellab.numerics import is_float
+
 
 # --------------------------------------------------------------------- hidden-case parameters
 # One meaning for a hidden-case file in every lab. A case is a JSON object of parameters; each
@@ -214,7 +216,7 @@ class CaseData:
         out = {}
         for name, (shape, dtype) in self.outputs.items():
             dt = np.dtype(dtype)
-            fill = np.nan if dt.kind == "f" or dt.name == "bfloat16" else np.iinfo(dt).min
+            fill = np.nan if is_float(dt) else np.iinfo(dt).min
             out[name] = np.full(tuple(shape), fill, dtype=dt)
         return out
 

@@ -433,7 +433,7 @@ def compare(out: np.ndarray, ref: np.ndarray, policy, *, out_dtype=None,
     out_dtype = np.dtype(out_dtype or out.dtype)
     exact = isinstance(policy, Exact)
     bits = None
-    if exact and _is_float(out.dtype):
+    if exact and is_float(out.dtype):
         bits = _bitwise(out, ref)
         bad_bits, diff, signed_zeros = bits
         o64 = out.astype(np.float64)
@@ -499,8 +499,14 @@ def compare(out: np.ndarray, ref: np.ndarray, policy, *, out_dtype=None,
     return res
 
 
-def _is_float(dtype) -> bool:
+def is_float(dtype) -> bool:
+    """Whether ``dtype`` is a float dtype, ``ml_dtypes.bfloat16`` (NumPy kind "V") included."""
     return np.dtype(dtype).kind == "f" or (_BF16 is not None and np.dtype(dtype) == _BF16)
+
+
+def named_dtype(name: str) -> np.dtype:
+    """The dtype called ``name``: NumPy's, or ``ml_dtypes.bfloat16`` for "bfloat16"."""
+    return _BF16 if name == "bfloat16" else np.dtype(name)
 
 
 def _bitwise(out: np.ndarray, ref: np.ndarray):

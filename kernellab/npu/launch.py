@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from kernellab.npu import errors, runtime
+from kernellab.numerics import is_float
 from kernellab.npu.asc import Kernel
 from kernellab.npu.machine import get_machine
 from kernellab.npu.memory import GMBuffer, gm_layout
@@ -202,7 +203,7 @@ class ArrayInfo:
         self.digest_start = content_digest(array)
         flat = np.ascontiguousarray(array).reshape(-1)
         blank = not flat.view(np.uint8).any()
-        if not blank and (flat.dtype.kind == "f" or flat.dtype.name == "bfloat16"):
+        if not blank and is_float(flat.dtype):
             blank = bool(np.isnan(flat.astype(np.float32)).all())
         self.blank_start = bool(blank)
         self.digest_end = None

@@ -178,9 +178,7 @@ def _reduce(name, dst, src, mask, n_rep, dst_rep_stride, src_blk_stride, src_rep
                                 f"{int(d_idx.max())} of a {dst.size}-element destination")
     if n_rep:
         c.access(src, V, False, where, elems=s_idx.ravel(), what=name)
-        full = np.zeros((n_rep, per), np.float64)
-        fill = -np.inf if op == "max" else 0.0
-        full[:] = fill
+        full = np.full((n_rep, per), -np.inf if op == "max" else 0.0)
         full[:, lane] = src.np()[s_idx].astype(np.float64)
         if per_block:
             full = full.reshape(n_rep * BLOCKS, epb)
@@ -275,14 +273,17 @@ def brcb(dst: LocalTensor, src: LocalTensor, repeat_times: int,
 
 
 def elementwise(name, dst, srcs, mask, repeat_times, params, where, compute,
-                cls: str) -> None:
+                cls: str, flops: bool = True) -> None:
     """The repeat form of an element-wise instruction: ``compute(*sources)`` (float32 or
     integer arrays of the selected elements, repeat-major) written to ``dst``'s selected
     elements, rounded to its dtype. ``params``: a :class:`BinaryRepeatParams` for two sources,
-    a :class:`UnaryRepeatParams` for one (None: the defaults). Raises ShapeError."""
-    from kernellab.npu.vector import _f32
+    a :class:`UnaryRepeatParams` for one or none (None: the defaults). ``flops``: count the
+    selected elements as vector operations (not for a fill). Raises the operand checks'
+    errors (:func:`kernellab.npu.vector._vec_operands`) and ShapeError."""
+    from kernellab.npu.vector import _f32, _vec_operands
 
     c = ctx()
+    _vec_operands(c, name, dst, srcs, 1, where)
     want = BinaryRepeatParams if len(srcs) == 2 else UnaryRepeatParams
     if params is None:
         params = want()
@@ -309,5 +310,5 @@ def elementwise(name, dst, srcs, mask, repeat_times, params, where, compute,
             r = compute(*[_f32(t.np()[i]) for t, i in zip(srcs, idx[1:])])
         dst.np()[idx[0]] = np.asarray(r).astype(dst.dtype)
         c.access(dst, V, True, where, elems=idx[0], what=name)
-    c.op(V, name, ("vec", cls, n_rep * 256), where, flops=n_rep * len(lane))
+    c.op(V, name, ("vec", cls, n_rep * 256), where, flops=n_rep * len(lane) if flops else 0)
 

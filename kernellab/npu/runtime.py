@@ -206,7 +206,7 @@ class BlockContext:
         if not sets:
             raise errors.UnpairedFlagError(
                 f"{format_src(src)}\nwait_flag({key[1]}, {key[2]}) with no set_flag({key[1]}, "
-                f"{key[2]}) before it in program order: {key[1].split('_')[1]} would wait for "
+                f"{key[2]}) before it in program order: {PIPES[pipe]} would wait for "
                 f"an event nothing has set (set it first; each set is consumed by one wait)")
         sets.popleft()
         self.wait_flag(pipe, key, src)

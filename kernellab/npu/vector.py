@@ -61,7 +61,6 @@ def _binary(name, fn, cls="binary"):
         c = ctx()
         where = caller_src()
         if repeat_times is not None:        # the repeat form: count is the mask
-            _vec_operands(c, name, dst, (src0, src1), 1, where)
             return repeat.elementwise(name, dst, (src0, src1), count, repeat_times,
                                       repeat_params, where, fn, cls)
         count = _vec_operands(c, name, dst, (src0, src1), count, where)
@@ -102,7 +101,6 @@ def _scalar(name, fn):
         c = ctx()
         where = caller_src()
         if repeat_times is not None:        # the repeat form: count is the mask
-            _vec_operands(c, name, dst, (src,), 1, where)
             s = _f32(np.asarray(scalar, dtype=dst.dtype))
             return repeat.elementwise(name, dst, (src,), count, repeat_times, repeat_params,
                                       where, lambda a: fn(a, s), "unary")
@@ -136,7 +134,6 @@ def _unary(name, fn, cls="unary"):
         c = ctx()
         where = caller_src()
         if repeat_times is not None:        # the repeat form: count is the mask
-            _vec_operands(c, name, dst, (src,), 1, where)
             return repeat.elementwise(name, dst, (src,), count, repeat_times, repeat_params,
                                       where, fn, cls)
         count = _vec_operands(c, name, dst, (src,), count, where)
@@ -201,16 +198,10 @@ def duplicate(dst: LocalTensor, scalar, count, repeat_times=None, dst_blk_stride
     c = ctx()
     where = caller_src()
     if repeat_times is not None:        # the repeat form: count is the mask
-        _vec_operands(c, "duplicate", dst, (), 1, where)
-        n_rep = repeat.repeats(repeat_times, "duplicate", where)
-        lane = repeat.lanes(count, dst.dtype, "duplicate", where)
-        idx = repeat.elements(dst, lane, n_rep, dst_blk_stride, dst_rep_stride, "duplicate",
-                              "destination", where).ravel()
-        if n_rep:
-            dst.np()[idx] = np.asarray(scalar, dtype=dst.dtype)
-            c.access(dst, V, True, where, elems=idx, what="duplicate")
-        c.op(V, "duplicate", ("vec", "unary", n_rep * 256), where, flops=0)
-        return
+        params = repeat.UnaryRepeatParams(dst_blk_stride, 1, dst_rep_stride, 8)
+        return repeat.elementwise("duplicate", dst, (), count, repeat_times, params, where,
+                                  lambda: np.asarray(scalar, dtype=dst.dtype), "unary",
+                                  flops=False)
     count = _vec_operands(c, "duplicate", dst, (), count, where)
     dst.np(count)[...] = np.asarray(scalar, dtype=dst.dtype)
     c.access(dst, V, True, where, count, what="duplicate")

@@ -32,6 +32,7 @@ from grader.labs._cuda import (
 from grader.rules import Rule, median
 from grader.spec import Case, CaseData, OneOf, RuleResult, Whole
 from grader.labs._gemm import device_work_problem, gemm_check
+from kernellab.numerics import named_dtype
 from kernellab.sim.model import MMA_FLOPS
 
 DTYPES = ("float16", "bfloat16")
@@ -58,13 +59,6 @@ GPU_ROUNDS = 5
 MIN_VS_CUBLAS = 0.2
 PLAUSIBLE_VS_CUBLAS = 1.5
 
-
-
-def _dtype(name: str):
-    if name == "bfloat16":
-        import ml_dtypes
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
 
 
 def sm_seconds(launches: list[dict], fp32_flops: float, profile: str = PROFILE) -> dict:
@@ -187,7 +181,7 @@ class GemmTensorCore(CudaLab):
     def case_arrays(self, case: Case) -> CaseData:
         p = case.params
         rng = np.random.default_rng(case.seed)
-        dt = _dtype(p["dtype"])
+        dt = named_dtype(p["dtype"])
         scale = np.float32(2.0 ** p.get("scale_log2", 0))
         A = (rng.standard_normal((p["M"], p["K"]), dtype=np.float32) * scale).astype(dt)
         B = (rng.standard_normal((p["K"], p["N"]), dtype=np.float32) * scale).astype(dt)

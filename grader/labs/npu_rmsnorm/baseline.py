@@ -90,10 +90,10 @@ def baseline_cycles(M: int, N: int, dtype: str = "float16", card=CARD) -> int:
     AssertionError if the baseline's result breaks the lab's own tolerance."""
     from kernellab.npu.launch import launch
 
-    from grader.labs.npu_rmsnorm.spec import golden, np_dtype, tolerance
-    from kernellab.numerics import compare
+    from grader.labs.npu_rmsnorm.spec import golden, tolerance
+    from kernellab.numerics import compare, named_dtype
 
-    dt = np_dtype(dtype)
+    dt = named_dtype(dtype)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((M, N)).astype(dt)
     g = (1 + 0.1 * rng.standard_normal(N)).astype(dt)

@@ -29,7 +29,7 @@ from grader.labs._npu import total_cycles
 from grader.labs.npu_rmsnorm.baseline import BASELINE_TILE, baseline_cycles
 from grader.rules import Rule
 from grader.spec import CaseData, OneOf, RuleResult, Whole
-from kernellab.numerics import Explicit, compare, finfo, unit_roundoff
+from kernellab.numerics import Explicit, compare, finfo, named_dtype, unit_roundoff
 
 VISIBLE_SEED = 20261206
 DTYPES = ("float16", "bfloat16")
@@ -72,15 +72,6 @@ PERF_M, PERF_N, PERF_EPS = 192, 4096, 1e-6
 MIN_SPEEDUP_ONE_CORE = 2.6
 #: 0.8 x the reference's 55.7%
 MIN_HBM_ROOF_PCT = 44.0
-
-
-def np_dtype(name: str) -> np.dtype:
-    """The NumPy dtype of "float16" or "bfloat16" (``ml_dtypes``)."""
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
 
 
 def golden(x: np.ndarray, gamma: np.ndarray, eps: float) -> np.ndarray:
@@ -130,7 +121,7 @@ def _rows_scaled(got: np.ndarray, ref: np.ndarray) -> bool:
 def case_inputs(rng, M: int, N: int, dtype: str, kind: str):
     """x (M, N) and gamma (N,) in ``dtype``: x standard normal times :data:`SCALE` (every third
     row zero for "zero_rows"), gamma 1 + 0.25 standard normal."""
-    dt = np_dtype(dtype)
+    dt = named_dtype(dtype)
     x = rng.standard_normal((M, N)) * SCALE[kind]
     if kind == "zero_rows":
         x[::3] = 0.0
