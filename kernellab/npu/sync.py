@@ -50,9 +50,6 @@ CORE_PIPES = {"aiv": (MTE2, V, MTE3), "aic": (MTE2, MTE1, M, FIX)}
 moves GM<->UB and computes on V, a cube core moves GM->L1 (MTE2), L1->L0A/L0B (MTE1), computes
 on M and writes L0C out through FIX."""
 
-_P = {"S": S, "MTE2": MTE2, "MTE1": MTE1, "M": M, "V": V, "MTE3": MTE3, "FIX": FIX}
-
-
 class HardEvent(enum.Enum):
     """An event from one pipe to another, named ``SOURCE_DESTINATION`` as Ascend C's
     ``HardEvent`` (``atlasascendc_api_07_0270``). ``value``: ``(source, destination)`` pipe
