@@ -31,7 +31,8 @@ LRU L2.
 Modules: ``machine`` (cards, ``platform_info``, ``use_machine``), ``tensors`` (positions, GM/local
 tensors), ``memory`` (on-chip buffers, GM), ``runtime`` (per-block context, queue state machine),
 ``asc`` (the kernel API; its instructions in ``dma``, ``vector`` (``repeat``: the repeat/mask
-form) and ``cube``, its raw events in ``sync``), ``record``,
+form) and ``cube``, its raw events in ``sync``, mix kernels and cross-core flags in ``mix``),
+``record``,
 ``timing``, ``trace`` (Gantt, Chrome JSON), ``result`` (``RunResult``), ``launch`` (``launch``,
 ``retime``, ``capture``: the launches host code made, with what each wrote and read), ``errors``,
 ``examples`` (the reference kernels the tests and ``make bench-npu`` run).
@@ -44,7 +45,9 @@ Not in v1 (Ascend C has them; the simulator raises or lacks them):
   kernel's own ``set_flag``/``wait_flag`` and ``pipe_barrier`` (:mod:`~kernellab.npu.sync`),
   and the vector-clock check of every access they must order (``DataRaceError``; the timing
   replay waits on the same flags);
-* cross-core flags, mix kernels (1 AIC + 2 AIV) and the baton scheduler; GM workspaces;
+* cross-core flags of mode 0 (every core of a kind on the chip: ``SyncAll``) and the
+  AIC:AIV = 1:1 mix kernels; the cube's own GM workspace API (a mix kernel's workspace is an
+  array the host passes, :mod:`~kernellab.npu.mix`);
 * the repeat/mask form of ``cast``, ``reduce_sum`` and ``reduce_max`` (the element-wise ops,
   ``duplicate`` and the whole/block reductions have it: :mod:`~kernellab.npu.repeat`),
   ``select``/``compare``/``gather``, ``get_value``/``set_value``;

@@ -10,8 +10,8 @@ source line, (2) does its work on NumPy-backed memories immediately, in program 
 :func:`kernellab.npu.launch` raise :class:`~kernellab.npu.errors.LaunchError`.
 
 Runtime: :func:`get_block_idx`, :func:`get_block_num`, :func:`get_sub_block_idx`,
-:func:`core_type`, :func:`platform_info`; :func:`kernel` (``@asc.kernel(core="aiv"|"aic")``),
-:func:`tiling_struct`.
+:func:`core_type`, :func:`platform_info`; :func:`kernel`
+(``@asc.kernel(core="aiv"|"aic"|"mix")``), :func:`tiling_struct`.
 
 Memory: :class:`TPipe` (``init_buffer``), :class:`TQue` (``alloc_tensor``, ``enque``,
 ``deque``, ``free_tensor``, ``has_idle_buffer``), :class:`TBuf` (``get``,
@@ -19,8 +19,11 @@ Memory: :class:`TPipe` (``init_buffer``), :class:`TQue` (``alloc_tensor``, ``enq
 
 Ordering: the queues; beneath them the raw events of :mod:`kernellab.npu.sync`
 (:class:`HardEvent`, :func:`set_flag`, :func:`wait_flag`) and :func:`pipe_barrier`
-(``asc.PIPE_ALL`` or one pipe). An unordered cross-pipe TBuf access raises DataRaceError, and
-so, in a kernel declared ``auto_sync=False``, does a same-pipe dependency with no barrier.
+(``asc.PIPE_ALL`` or one pipe); between the cores of a mix kernel's group,
+:func:`cross_core_set_flag` / :func:`cross_core_wait_flag` (:mod:`kernellab.npu.mix`). An
+unordered cross-pipe TBuf access raises DataRaceError, and so, in a kernel declared
+``auto_sync=False``, does a same-pipe dependency with no barrier; so do GM bytes two cores of
+a mix group touch, one writing, with no cross-core flag between them.
 
 Data movement: :func:`data_copy` (GM->UB and GM->L1 on MTE2, UB->GM on MTE3; ``nd2nz=`` for a
 2-D block into L1), :func:`data_copy_pad` (any length, GM<->UB), :func:`load_data` (L1->L0A/L0B
@@ -67,6 +70,7 @@ from kernellab.npu.runtime import QUEUE_PIPES, ctx, short
 from kernellab.npu.repeat import (BinaryRepeatParams, BrcbRepeatParams, UnaryRepeatParams,
                                   block_reduce_max, block_reduce_sum, brcb, whole_reduce_max,
                                   whole_reduce_sum)
+from kernellab.npu.mix import CROSS_FLAG_IDS, cross_core_set_flag, cross_core_wait_flag
 from kernellab.npu.sync import CORE_PIPES, EVENT_IDS, HardEvent, set_flag, wait_flag
 from kernellab.npu.tensors import (ALLOCATED, DEQUEUED, ENQUEUED, FREE, Alloc, GlobalTensor,
                                    LocalTensor, TPosition, as_dtype, bfloat16, float16,
@@ -85,6 +89,7 @@ __all__ = [
     "PIPE_MTE3", "PIPE_FIX", "HardEvent", "EVENT_IDS", "set_flag", "wait_flag",
     "BinaryRepeatParams", "UnaryRepeatParams", "BrcbRepeatParams", "whole_reduce_sum",
     "whole_reduce_max", "block_reduce_sum", "block_reduce_max", "brcb",
+    "cross_core_set_flag", "cross_core_wait_flag", "CROSS_FLAG_IDS",
     # max, min and abs too, but not star-exported (they shadow builtins)
 ]
 
@@ -97,13 +102,13 @@ GM = GlobalTensor
 # ---------------------------------------------------------------------------------------------
 class Kernel:
     """A kernel function marked with :func:`kernel`: ``fn``, ``name``, ``core``
-    (``"aiv"`` vector core or ``"aic"`` cube core), ``auto_sync``, ``params`` (parameter
-    names)."""
+    (``"aiv"`` vector core, ``"aic"`` cube core, ``"mix"`` an AI core group:
+    :mod:`kernellab.npu.mix`), ``auto_sync``, ``params`` (parameter names)."""
 
     def __init__(self, fn, core: str, auto_sync: bool = True):
-        if core not in ("aiv", "aic"):
-            raise errors.LaunchError(f"@asc.kernel(core=...) must be 'aiv' or 'aic', got "
-                                     f"{core!r} (mix kernels are not in v1)")
+        if core not in ("aiv", "aic", "mix"):
+            raise errors.LaunchError(f"@asc.kernel(core=...) must be 'aiv', 'aic' or 'mix', "
+                                     f"got {core!r}")
         if not isinstance(auto_sync, bool):
             raise errors.LaunchError(f"@asc.kernel(auto_sync=...) must be True or False, got "
                                      f"{auto_sync!r}")
@@ -125,8 +130,10 @@ class Kernel:
 
 
 def kernel(fn=None, *, core: str = "aiv", auto_sync: bool = True):
-    """Mark a function as a device kernel: ``@asc.kernel(core="aiv")`` (vector core, UB) or
-    ``core="aic"`` (cube core, L1/L0). Bare ``@asc.kernel`` means ``core="aiv"``.
+    """Mark a function as a device kernel: ``@asc.kernel(core="aiv")`` (vector core, UB),
+    ``core="aic"`` (cube core, L1/L0) or ``core="mix"`` (the body runs on the AIC and both AIVs
+    of a group, which meet through GM and cross-core flags: :mod:`kernellab.npu.mix`). Bare
+    ``@asc.kernel`` means ``core="aiv"``.
     ``auto_sync=False``: no barrier between dependent instructions of one pipe is inserted for
     the kernel, as with the compiler's automatic synchronisation off; the kernel writes
     ``asc.pipe_barrier(asc.PIPE_V)`` ... itself (:mod:`kernellab.npu.sync`)."""
@@ -165,7 +172,9 @@ def tiling_struct(cls):
 # runtime queries
 # ---------------------------------------------------------------------------------------------
 def get_block_idx() -> int:
-    """This block's index in ``[0, block_dim)`` (Ascend C ``GetBlockIdx``)."""
+    """This block's index in ``[0, block_dim)`` (Ascend C ``GetBlockIdx``). In a mix kernel,
+    the group's block: the same on its AIC and both AIVs (tell the AIVs apart with
+    :func:`get_sub_block_idx`)."""
     return ctx().block_idx
 
 
@@ -175,13 +184,15 @@ def get_block_num() -> int:
 
 
 def get_sub_block_idx() -> int:
-    """Index of this AIV inside its AI core in mix mode; always 0 in v1 (no mix kernels)."""
-    ctx()
-    return 0
+    """Index of this AIV in its group in a mix kernel (0 or 1; Ascend C ``GetSubBlockIdx``);
+    0 on an AIC and in a kernel of one kind of core."""
+    c = ctx()
+    return c.member - 1 if c.member else 0
 
 
 def core_type() -> str:
-    """``"aiv"`` or ``"aic"``."""
+    """``"aiv"`` or ``"aic"``: the kind of core running this code (in a mix kernel, Ascend C's
+    ``ASCEND_IS_AIV`` / ``ASCEND_IS_AIC``)."""
     return ctx().core_type
 
 

@@ -186,7 +186,9 @@ class DataRaceError(NPUError):
     on the pair of pipes, or ``asc.pipe_barrier(asc.PIPE_ALL)``. Within one pipe, in a kernel
     with ``auto_sync=False`` only: two instructions of the pipe on the same bytes, one of them
     writing, with no ``asc.pipe_barrier`` of that pipe between them. The message names both
-    pipes, both calls and both source lines. Raised in Phase A at the second access."""
+    pipes, both calls and both source lines. Raised in Phase A at the second access. In a mix
+    kernel also GM bytes one core of a group writes and another reads or writes with no
+    cross-core flag ordering them (:mod:`kernellab.npu.mix`)."""
 
     kind = "data-race"
 
@@ -217,7 +219,8 @@ class UnusedBufferWarning(NPUError, UserWarning):
 
 
 class DeadlockError(NPUError):
-    """Phase B: a ``wait_flag`` that never fires (the pipe heads are in the message)."""
+    """Phase B: a ``wait_flag`` that never fires (the pipe heads are in the message); Phase A
+    of a mix kernel: every core of a group waits on a cross-core flag nothing will set."""
 
     kind = "deadlock"
 

@@ -2,7 +2,9 @@
 add (any length: the former/tail core split, ``data_copy_pad`` for an unaligned last tile) and a
 tiled cube matmul (GM -> L1 with nd2nz, L1 -> L0 with load_data, mmad, fixpipe), both written
 with queues in the CopyIn -> Compute -> CopyOut style (Ascend C guide, "Programming Based on
-TPipe and TQue", hiascend.com atlas_ascendc_10_00032).
+TPipe and TQue", hiascend.com atlas_ascendc_10_00032), and a mix kernel: the cube's matmul with
+a ReLU epilogue on both vector cores of each group, through a GM workspace and cross-core flags
+(:mod:`kernellab.npu.mix`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from kernellab.npu.asc import tiling_struct
 
 __all__ = ["AddTiling", "add_tiling", "share", "add_kernel", "run_add", "copy_kernel", "run_copy",
            "MatmulTiling",
-           "matmul_tiling", "matmul_kernel", "run_matmul"]
+           "matmul_tiling", "matmul_kernel", "run_matmul", "EpilogueTiling", "matmul_relu_kernel",
+           "run_matmul_relu"]
 
 
 @tiling_struct
@@ -238,4 +241,117 @@ def run_copy(n: int, block_dim: int, tile_len: int = 8192, buffer_num: int = 2, 
     res = launch(copy_kernel, block_dim, (x, z, add_tiling(n, block_dim, tile_len, buffer_num)),
                  machine=machine)
     np.testing.assert_array_equal(z, x)
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# a mix kernel: the cube's matmul, the vector cores' epilogue, through a GM workspace
+# ---------------------------------------------------------------------------------------------
+@tiling_struct
+class EpilogueTiling:
+    """``C = relu(A @ B)`` in ``base_m`` x ``base_n`` output tiles (M, N, K multiples of 16;
+    ``base_m`` even); ``slots`` workspace tiles per group, each ``base_m * base_n`` float32."""
+
+    M: int
+    N: int
+    K: int
+    base_m: int
+    base_n: int
+    slots: int
+
+
+#: cross-core flag IDs of :func:`matmul_relu_kernel`: a workspace tile is full / drained
+TILE_FULL, TILE_FREE = 0, 1
+
+
+@asc.kernel(core="mix")
+def matmul_relu_kernel(a, b, c, ws, t: EpilogueTiling):
+    """``C = relu(A @ B)`` (fp16 in, fp32 accumulation, fp16 out) as a mix kernel: the AIC
+    computes each tile into a workspace slot of GM (fixpipe) and flags it full (mode 2, from
+    FIX); each AIV reads its half of the tile's rows (MTE2), applies ReLU, writes C and flags
+    the slot free (from MTE3), so the AIC may fill it again ``slots`` tiles later."""
+    mb, nb = t.M // t.base_m, t.N // t.base_n
+    tile = t.base_m * t.base_n
+    my_ws = ws[asc.get_block_idx() * t.slots * tile:]
+    tiles = range(asc.get_block_idx(), mb * nb, asc.get_block_num())
+    pipe = asc.TPipe()
+    if asc.core_type() == "aic":
+        qa, qb = asc.TQue(P.A1, 1), asc.TQue(P.B1, 1)
+        qa2, qb2, qc = asc.TQue(P.A2, 1), asc.TQue(P.B2, 1), asc.TQue(P.CO1, 1)
+        pipe.init_buffer(qa, 1, t.base_m * t.K * 2)
+        pipe.init_buffer(qb, 1, t.K * t.base_n * 2)
+        pipe.init_buffer(qa2, 1, t.base_m * t.K * 2)
+        pipe.init_buffer(qb2, 1, t.K * t.base_n * 2)
+        pipe.init_buffer(qc, 1, tile * 4)
+        for i, blk in enumerate(tiles):
+            i0, j0 = (blk // nb) * t.base_m, (blk % nb) * t.base_n
+            a1, b1 = qa.alloc_tensor(asc.half), qb.alloc_tensor(asc.half)
+            asc.data_copy(a1, a[i0 * t.K:], nd2nz=(t.base_m, t.K, t.K))
+            asc.data_copy(b1, b[j0:], nd2nz=(t.K, t.base_n, t.N))
+            qa.enque(a1)
+            qb.enque(b1)
+            a1, b1 = qa.deque(), qb.deque()
+            a2, b2 = qa2.alloc_tensor(asc.half), qb2.alloc_tensor(asc.half)
+            asc.load_data(a2, a1)
+            asc.load_data(b2, b1, transpose=True)
+            qa.free_tensor(a1)
+            qb.free_tensor(b1)
+            qa2.enque(a2)
+            qb2.enque(b2)
+            a2, b2 = qa2.deque(), qb2.deque()
+            co = qc.alloc_tensor(asc.float32)
+            asc.mmad(co, a2, b2, t.base_m, t.base_n, t.K, init=True)
+            qa2.free_tensor(a2)
+            qb2.free_tensor(b2)
+            qc.enque(co)
+            co = qc.deque()
+            if i >= t.slots:  # the slot's last tile must be drained by both AIVs
+                asc.cross_core_wait_flag(TILE_FREE, pipe=asc.PIPE_FIX)
+            asc.fixpipe(my_ws[(i % t.slots) * tile:], co, t.base_m, t.base_n)
+            asc.cross_core_set_flag(TILE_FULL, pipe=asc.PIPE_FIX)
+            qc.free_tensor(co)
+        for _ in range(min(t.slots, len(tiles))):  # the last flags the AIVs set
+            asc.cross_core_wait_flag(TILE_FREE, pipe=asc.PIPE_FIX)
+        return
+    rows = t.base_m // 2
+    r0 = asc.get_sub_block_idx() * rows
+    qx, qy = asc.TQue(P.VECIN, 2), asc.TQue(P.VECOUT, 2)
+    pipe.init_buffer(qx, 2, rows * t.base_n * 4)
+    pipe.init_buffer(qy, 2, rows * t.base_n * 2)
+    acc = asc.TBuf(P.VECCALC)
+    pipe.init_buffer(acc, rows * t.base_n * 4)
+    for i, blk in enumerate(tiles):
+        i0, j0 = (blk // nb) * t.base_m, (blk % nb) * t.base_n
+        x = qx.alloc_tensor(asc.float32)
+        asc.cross_core_wait_flag(TILE_FULL, pipe=asc.PIPE_MTE2)
+        asc.data_copy(x, my_ws[(i % t.slots) * tile + r0 * t.base_n:], rows * t.base_n)
+        qx.enque(x)
+        x = qx.deque()
+        y = qy.alloc_tensor(asc.half)
+        f = acc.get(asc.float32)
+        asc.relu(f, x, rows * t.base_n)
+        asc.cast(y, f, "rint", rows * t.base_n)
+        qx.free_tensor(x)
+        qy.enque(y)
+        y = qy.deque()
+        for r in range(rows):
+            asc.data_copy(c[(i0 + r0 + r) * t.N + j0:], y[r * t.base_n:], t.base_n)
+        asc.cross_core_set_flag(TILE_FREE, pipe=asc.PIPE_MTE3)
+        qy.free_tensor(y)
+
+
+def run_matmul_relu(M, N, K, block_dim=1, base_m=32, base_n=64, slots=2, machine=None, seed=0):
+    """Launch :func:`matmul_relu_kernel` on random fp16 data; return the RunResult (checks C
+    against relu of a float64 reference, rounded to fp16)."""
+    from kernellab.npu.launch import launch
+
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((M, K)).astype(np.float16)
+    B = rng.standard_normal((K, N)).astype(np.float16)
+    C = np.full((M, N), np.nan, dtype=np.float16)
+    ws = np.zeros(block_dim * slots * base_m * base_n, dtype=np.float32)
+    t = EpilogueTiling(M, N, K, base_m, base_n, slots)
+    res = launch(matmul_relu_kernel, block_dim, (A, B, C, ws, t), machine=machine)
+    ref = np.maximum(A.astype(np.float64) @ B.astype(np.float64), 0)
+    np.testing.assert_allclose(C.astype(np.float64), ref, rtol=2e-3, atol=1e-3 * np.sqrt(K))
     return res

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from kernellab.npu import errors, runtime
+from kernellab.npu import errors, mix, runtime
 from kernellab.numerics import is_float
 from kernellab.npu.asc import Kernel
 from kernellab.npu.machine import get_machine
@@ -23,7 +23,7 @@ from kernellab.npu.timing import BlockStream, replay
 from kernellab.npu.trace import Trace
 
 __all__ = ["launch", "retime", "capture", "Capture", "LaunchInfo", "ArrayInfo",
-           "content_digest"]
+           "content_digest", "core_names"]
 
 MAX_BLOCK_DIM = 65535
 
@@ -36,7 +36,8 @@ def launch(kernel, block_dim: int, args, machine=None, *, strict: bool = False) 
     Args:
         kernel: a function marked ``@asc.kernel(core=...)`` (a plain function runs on AIV).
         block_dim: number of blocks, 1..65535. Blocks beyond the cores of the kernel's type run
-            in waves (block ``i`` on core ``i % cores``).
+            in waves (block ``i`` on core ``i % cores``); a mix kernel's block runs on a group
+            of 1 AIC + 2 AIV, ``n_aic`` groups at a time (:mod:`kernellab.npu.mix`).
         args: the kernel's arguments. NumPy arrays become GM tensors (each block sees the same
             GM; every array is written back after a successful run); anything else (tiling
             structs, numbers) is passed as is.
@@ -105,16 +106,22 @@ def _launch(kernel, block_dim, args, mc, strict, info) -> RunResult:
     t_a = time.perf_counter()
     streams, warns = [], []
     for b in range(block_dim):
-        c = BlockContext(mc, b, block_dim, kernel.core, strict=strict,
-                         auto_sync=kernel.auto_sync)
-        runtime.install(c)
-        try:
-            kernel.fn(*call_args)
-            c.finish()
-        finally:
-            runtime.install(None)
-        streams.append(BlockStream(b, c.records, c.calls))
-        warns.extend(w for w in c.warnings if w not in warns)  # one per line, not per block
+        if kernel.core == "mix":
+            ctxs = mix.run_block(kernel.fn, call_args, mc, b, block_dim, bufs, strict,
+                                 kernel.auto_sync)
+        else:
+            c = BlockContext(mc, b, block_dim, kernel.core, strict=strict,
+                             auto_sync=kernel.auto_sync)
+            runtime.install(c)
+            try:
+                kernel.fn(*call_args)
+                c.finish()
+            finally:
+                runtime.install(None)
+            ctxs = [c]
+        for c in ctxs:
+            streams.append(BlockStream(b, c.records, c.calls, c.member))
+            warns.extend(w for w in c.warnings if w not in warns)  # one per line
     for buf in bufs:
         bad = buf.conflicts()
         if bad is not None:
@@ -134,13 +141,24 @@ def _launch(kernel, block_dim, args, mc, strict, info) -> RunResult:
 
 def _timed(name, block_dim, mc, core, streams, warns, functional_s):
     t_b = time.perf_counter()
-    n_cores = mc.n_aic if core == "aic" else mc.n_aiv
-    tm = replay(streams, mc, n_cores)
-    trace = Trace(tm.events, core, mc.freq_mhz)
+    n_cores = mc.n_aiv if core == "aiv" else mc.n_aic
+    size = mix.MixGroup.size if core == "mix" else 1
+    tm = replay(streams, mc, n_cores, group_size=size)
+    trace = Trace(tm.events, core, mc.freq_mhz, names=core_names(core, len(tm.core_end)))
     timing_s = time.perf_counter() - t_b
     return RunResult(kernel=name, block_dim=block_dim, machine=mc, core_type=core, timing=tm,
                      trace=trace, blocks=streams, warnings=warns, functional_s=functional_s,
                      timing_s=timing_s)
+
+
+def core_names(core: str, n: int) -> list[str]:
+    """The names of the ``n`` physical cores a replay of a ``core`` kernel used, by index: a
+    mix kernel's group k is ``aic<k>``, ``aiv<2k>``, ``aiv<2k+1>``."""
+    if core != "mix":
+        return [f"{core}{i}" for i in range(n)]
+    size = mix.MixGroup.size
+    return [f"aic{i // size}" if i % size == 0 else f"aiv{2 * (i // size) + i % size - 1}"
+            for i in range(n)]
 
 
 def retime(result: RunResult, machine) -> RunResult:

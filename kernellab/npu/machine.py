@@ -97,6 +97,9 @@ PROVENANCE: dict[str, tuple[str, str, str]] = {
     "mte1_fixed_cycles": ("cycles", "A", "per load_data instruction"),
     "scalar_issue_cycles": ("cycles", "A", "scalar unit issue cost per API call"),
     "flag_latency": ("cycles", "A", "set_flag -> wait_flag, same core"),
+    "cross_flag_latency": ("cycles", "A", "cross_core_set_flag -> cross_core_wait_flag between "
+                           "the cores of a group (no public figure; added in version 1 with no "
+                           "effect on kernels of one kind of core)"),
     "launch_overhead": ("cycles", "A", "reported separately, not in RunResult.cycles"),
     "max_alloc_per_position": ("tensors", "S", "pyasc TQue.alloc_tensor: at most 8 per position"),
 }
@@ -161,6 +164,7 @@ class MachineConfig:
     mte1_fixed_cycles: int
     scalar_issue_cycles: int
     flag_latency: int
+    cross_flag_latency: int
     launch_overhead: int
     max_alloc_per_position: int
 
@@ -347,7 +351,8 @@ _910B = MachineConfig(
     vec_fixed_cycles=30, vec_repeat_bytes=256, vec_cpr_unary=1, vec_cpr_binary=2,
     vec_cpr_transcendental=4, vec_cpr_div=9, vec_cpr_reduce=4,
     cube_m=16, cube_n=16, cube_k=16, cube_k_int8=32, mmad_fixed_cycles=20,
-    mte1_fixed_cycles=20, scalar_issue_cycles=4, flag_latency=2, launch_overhead=2000,
+    mte1_fixed_cycles=20, scalar_issue_cycles=4, flag_latency=2, cross_flag_latency=150,
+    launch_overhead=2000,
     max_alloc_per_position=8,
 )
 

@@ -9,11 +9,12 @@ Three tables, each a list of dicts (:func:`op_basic_info`, :func:`pipe_utilizati
 
 OpBasicInfo (one row)
     ``Op Name`` the kernel; ``Op Type`` ``AI_VECTOR_CORE`` or ``AI_CORE`` (cube);
-    ``Task Duration(us)`` the modelled makespan (``RunResult.time_us``, launch overhead
-    excluded); ``Block Dim`` the launch's blocks; ``Mix Block Dim`` 0 (no mix kernels yet);
-    ``Current Freq`` / ``Rated Freq`` the card's clock, MHz.
+    ``MIX_AIC`` (a mix kernel); ``Task Duration(us)`` the modelled makespan
+    (``RunResult.time_us``, launch overhead excluded); ``Block Dim`` the launch's blocks;
+    ``Mix Block Dim`` the vector cores a mix kernel's blocks also ran on (blocks x
+    ``aiv_per_aic``; 0 otherwise); ``Current Freq`` / ``Rated Freq`` the card's clock, MHz.
 
-PipeUtilization (one row per block)
+PipeUtilization (one row per block and core: a mix kernel's block has three)
     ``block_id``; ``sub_block_id`` the core it ran on (``aiv3``); ``ai?_time(us)`` /
     ``ai?_total_cycles`` the block's span on its core, first issue to last data visible;
     for each pipe of the core, ``..._time(us)`` the cycles its instructions occupied the pipe
@@ -21,7 +22,7 @@ PipeUtilization (one row per block)
     ``vec`` (V), ``scalar`` (S, the issue of every call), ``mte2``, ``mte3`` on a vector core;
     ``cube`` (M), ``scalar``, ``mte1``, ``mte2``, ``fixpipe`` (FIX) on a cube core.
 
-Memory (one row per block)
+Memory (one row per block and core)
     ``block_id``, ``sub_block_id``; for each data path the block used (``GM_to_UB``,
     ``UB_to_GM``, ``GM_to_L1``, ``L1_to_L0A``, ``L1_to_L0B``, ``L0C_to_GM``):
     ``<path>_datas(KB)`` its bytes / 1024 and ``<path>_bw(GB/s)`` those bytes over the block's
@@ -48,37 +49,41 @@ _PATHS = ("GM->UB", "UB->GM", "GM->L1", "L1->L0A", "L1->L0B", "L0C->GM")
 def op_basic_info(res) -> list[dict]:
     """One row: the launch (module docstring)."""
     mc = res.machine
-    return [{"Op Name": res.kernel,
-             "Op Type": "AI_VECTOR_CORE" if res.core_type == "aiv" else "AI_CORE",
+    kind = {"aiv": "AI_VECTOR_CORE", "aic": "AI_CORE", "mix": "MIX_AIC"}[res.core_type]
+    mix = res.block_dim * mc.aiv_per_aic if res.core_type == "mix" else 0
+    return [{"Op Name": res.kernel, "Op Type": kind,
              "Task Duration(us)": round(res.time_us, 3), "Block Dim": res.block_dim,
-             "Mix Block Dim": 0, "Current Freq": mc.freq_mhz, "Rated Freq": mc.freq_mhz}]
+             "Mix Block Dim": mix, "Current Freq": mc.freq_mhz, "Rated Freq": mc.freq_mhz}]
 
 
-def _spans(res) -> dict[int, tuple[int, int, int]]:
-    """block -> (core, first start, last visible)."""
-    out: dict[int, list] = {}
+def _spans(res) -> dict[tuple[int, int], tuple[int, int]]:
+    """(block, core) -> (first start, last visible)."""
+    out: dict[tuple[int, int], list] = {}
     for e in res.trace.events:
-        s = out.setdefault(e.block, [e.core, e.start, e.visible])
-        s[1] = min(s[1], e.start)
-        s[2] = max(s[2], e.visible, e.end)
-    return {b: tuple(v) for b, v in out.items()}
+        s = out.setdefault((e.block, e.core), [e.start, e.visible])
+        s[0] = min(s[0], e.start)
+        s[1] = max(s[1], e.visible, e.end)
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def pipe_utilization(res) -> list[dict]:
-    """One row per block: its time and each pipe's busy time and ratio (module docstring)."""
-    kind = res.core_type
+    """One row per block and core: its time and each pipe's busy time and ratio (module
+    docstring)."""
     us = 1.0 / res.machine.freq_mhz
-    busy: dict[tuple[int, str], int] = {}
+    busy: dict[tuple[int, int, str], int] = {}
     for e in res.trace.events:
         if e.op != "wait_flag":
-            busy[(e.block, e.pipe)] = busy.get((e.block, e.pipe), 0) + e.end - e.start
+            k = (e.block, e.core, e.pipe)
+            busy[k] = busy.get(k, 0) + e.end - e.start
     rows = []
-    for b, (core, lo, hi) in sorted(_spans(res).items()):
+    for (b, core), (lo, hi) in sorted(_spans(res).items()):
         total = hi - lo
-        row = {"block_id": b, "sub_block_id": f"{kind}{core}",
+        name_ = res.trace.core_name(core)
+        kind = name_[:3]
+        row = {"block_id": b, "sub_block_id": name_,
                f"{kind}_time(us)": round(total * us, 3), f"{kind}_total_cycles": total}
         for name, pipe in _COLUMNS[kind]:
-            cyc = busy.get((b, pipe), 0)
+            cyc = busy.get((b, core, pipe), 0)
             row[f"{kind}_{name}_time(us)"] = round(cyc * us, 3)
             row[f"{kind}_{name}_ratio"] = round(cyc / total, 4) if total else 0.0
         rows.append(row)
@@ -86,25 +91,38 @@ def pipe_utilization(res) -> list[dict]:
 
 
 def memory(res) -> list[dict]:
-    """One row per block: bytes and bandwidth per data path (module docstring)."""
+    """One row per block and core: bytes and bandwidth per data path (module docstring)."""
     spans = _spans(res)
     per_us = res.machine.freq_mhz
+    from kernellab.npu.mix import MEMBERS
+
+    members = MEMBERS if res.core_type == "mix" else (None,)
+    cores = {}
+    for b, core in spans:  # (block, member) -> the physical core it ran on
+        cores[(b, core % len(members))] = core
     rows = []
     for b in range(res.block_dim):
-        core, lo, hi = spans.get(b, (b, 0, 0))
-        by_path: dict[str, int] = {}
-        for r in res.records(b):
-            if r.path is not None:
-                by_path[r.path] = by_path.get(r.path, 0) + r.nbytes
-        row = {"block_id": b, "sub_block_id": f"{res.core_type}{core}"}
-        secs = (hi - lo) / per_us / 1e6
-        for p in _PATHS:
-            if p in by_path:
-                name = p.replace("->", "_to_")
-                row[f"{name}_datas(KB)"] = round(by_path[p] / 1024, 3)
-                row[f"{name}_bw(GB/s)"] = round(by_path[p] / secs / 1e9, 3) if secs else 0.0
-        rows.append(row)
+        for m, member in enumerate(members):
+            core = cores.get((b, m))
+            lo, hi = spans.get((b, core), (0, 0))
+            by_path: dict[str, int] = {}
+            for r in res.records(b, member):
+                if r.path is not None:
+                    by_path[r.path] = by_path.get(r.path, 0) + r.nbytes
+            name_ = (res.trace.core_name(core) if core is not None
+                     else member or f"{res.core_type}{b}")
+            rows.append(_memory_row(b, name_, by_path, (hi - lo) / per_us / 1e6))
     return rows
+
+
+def _memory_row(b, core_name, by_path, secs) -> dict:
+    row = {"block_id": b, "sub_block_id": core_name}
+    for p in _PATHS:
+        if p in by_path:
+            name = p.replace("->", "_to_")
+            row[f"{name}_datas(KB)"] = round(by_path[p] / 1024, 3)
+            row[f"{name}_bw(GB/s)"] = round(by_path[p] / secs / 1e9, 3) if secs else 0.0
+    return row
 
 
 def write_csv(res, folder) -> list[Path]:

@@ -28,7 +28,8 @@ OP, SET, WAIT = 0, 1, 2
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _INTERNAL = frozenset(os.path.join(_PKG_DIR, m + ".py") for m in (
-    "asc", "dma", "cube", "vector", "repeat", "runtime", "sync", "tensors", "memory", "launch",
+    "asc", "dma", "cube", "vector", "repeat", "runtime", "sync", "mix", "tensors", "memory",
+    "launch",
     "record", "timing", "result", "trace",
     "machine", "errors", "__init__"))
 """Simulator modules skipped when looking for the user's line (kernels in ``examples.py``

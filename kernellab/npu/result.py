@@ -20,6 +20,10 @@ Definitions (all deterministic, from the timing replay):
   min(peak, ai x HBM bandwidth)``; ``hbm_roof_pct = hbm_bytes / (cycles x HBM bytes/cycle)``.
 * ``cube_util`` — cube FLOPs / (cycles x cores used x 2 x 16 x 16 x 16): the fraction of the
   used AICs' cube peak the kernel achieved.
+* ``cube_busy_pct`` / ``vector_busy_pct`` — the M pipe's (V pipe's) busy cycles / ``cycles``,
+  averaged over the AICs (AIVs) used: in a mix kernel, how much each kind of core worked.
+* Mix kernels (``core_type == "mix"``): ``cores_used`` counts groups (one AIC and
+  ``aiv_per_aic`` AIVs each); the peak is both units' of those groups.
 * ``trace_hash`` — sha256 of the canonical trace text: same kernel, inputs and card, same hash.
 """
 
@@ -48,19 +52,27 @@ class RunResult:
         self.block_dim = block_dim
         self.machine = mc
         self.core_type = core_type
-        n_type = mc.n_aic if core_type == "aic" else mc.n_aiv
+        n_type = mc.n_aiv if core_type == "aiv" else mc.n_aic
+        #: cores of the kernel's kind it ran on (a mix kernel: its groups, one AIC each)
         self.cores_used = min(block_dim, n_type)
         self.cycles = int(timing.cycles)
         self.time_us = self.cycles / mc.freq_mhz
         self.launch_overhead_cycles = mc.launch_overhead
         self.per_core = []
         for ci, busy in enumerate(timing.busy):
-            self.per_core.append({"core": f"{core_type}{ci}", "cycles": timing.core_end[ci],
+            self.per_core.append({"core": trace.core_name(ci), "cycles": timing.core_end[ci],
                                   "busy": {PIPES[p]: busy[p] for p in range(7)}})
         crit = max(range(len(timing.core_end)), key=lambda i: (timing.core_end[i], -i)) \
             if timing.core_end else 0
-        self.critical_core = f"{core_type}{crit}"
+        self.critical_core = trace.core_name(crit)
         cyc = max(self.cycles, 1)
+        aics = [pc for pc in self.per_core if pc["core"].startswith("aic")]
+        aivs = [pc for pc in self.per_core if pc["core"].startswith("aiv")]
+        #: mean M busy / cycles over the AICs used, and V busy / cycles over the AIVs used (%)
+        self.cube_busy_pct = (100.0 * sum(pc["busy"]["M"] for pc in aics) / (cyc * len(aics))
+                              if aics else 0.0)
+        self.vector_busy_pct = (100.0 * sum(pc["busy"]["V"] for pc in aivs) / (cyc * len(aivs))
+                                if aivs else 0.0)
         busy = timing.busy[crit] if timing.busy else [0] * 7
         self.pipe_busy_pct = {PIPES[p]: 100.0 * busy[p] / cyc for p in range(7)}
         self.bottleneck = max(PIPES, key=lambda p: (self.pipe_busy_pct[p], -PIPES.index(p)))
@@ -102,6 +114,9 @@ class RunResult:
         self.cube_util = cube / (cyc * max(self.cores_used, 1) * mc.cube_flops_per_cycle_core)
         if core_type == "aic":
             peak = mc.cube_tflops_fp16 * self.cores_used / mc.n_aic
+        elif core_type == "mix":  # both units of the groups used
+            peak = (mc.cube_tflops_fp16 * self.cores_used / mc.n_aic
+                    + mc.vector_tops_fp16 * self.cores_used * mc.aiv_per_aic / mc.n_aiv)
         else:
             peak = mc.vector_tops_fp16 * self.cores_used / mc.n_aiv
         ai = total_flops / self.hbm_bytes if self.hbm_bytes else float("inf")
@@ -116,15 +131,26 @@ class RunResult:
         self.timing_s = timing_s
         self._blocks = blocks
 
-    def records(self, block: int = 0) -> list:
+    def records(self, block: int = 0, core: str | None = None) -> list:
         """The instruction records block ``block`` recorded in Phase A, in program order
         (:class:`~kernellab.npu.record.Record`: ``pipe``, ``kind`` OP/SET/WAIT, ``op``,
         ``key`` of a flag, ``src`` ...): what the timing replay ran, including the
-        ``set_flag``/``wait_flag`` pairs the queue calls were lowered to. Raises IndexError
-        for a block outside ``[0, block_dim)``."""
-        if not 0 <= block < len(self._blocks):
-            raise IndexError(f"block {block} outside [0, {len(self._blocks)})")
-        return list(self._blocks[block].records)
+        ``set_flag``/``wait_flag`` pairs the queue calls were lowered to. In a mix kernel,
+        ``core`` picks the group's ``"aic"``, ``"aiv0"`` or ``"aiv1"`` (default: all three,
+        one after the other). Raises IndexError for a block outside ``[0, block_dim)``,
+        ValueError for another ``core``."""
+        if not 0 <= block < self.block_dim:
+            raise IndexError(f"block {block} outside [0, {self.block_dim})")
+        if self.core_type != "mix":
+            return list(self._blocks[block].records)
+        from kernellab.npu.mix import MEMBERS
+
+        size = len(MEMBERS)
+        if core is None:
+            return [r for m in range(size) for r in self._blocks[block * size + m].records]
+        if core not in MEMBERS:
+            raise ValueError(f"core is one of {MEMBERS}, got {core!r}")
+        return list(self._blocks[block * size + MEMBERS.index(core)].records)
 
     def profile_csv(self, folder) -> list:
         """Write the profiler-shaped tables of this launch (``OpBasicInfo.csv``,
@@ -150,6 +176,10 @@ class RunResult:
         if self.flops["cube"]:
             lines.append(f"cube utilisation {100 * self.cube_util:.1f}% of {self.cores_used} "
                          f"AIC(s)")
+        if self.core_type == "mix":
+            lines.append(f"mix: {self.cores_used} group(s) of 1 AIC + "
+                         f"{self.machine.aiv_per_aic} AIV; cube busy {self.cube_busy_pct:.0f}%, "
+                         f"vector busy {self.vector_busy_pct:.0f}% (mean over the cores used)")
         pipes = "  ".join(f"{p} {v:.0f}%" for p, v in self.pipe_busy_pct.items() if v > 0)
         lines.append(f"core {self.critical_core}: {pipes}   bottleneck: {self.bottleneck_detail}")
         paths = "  ".join(f"{k} {v / 1e6:.3f} MB" for k, v in b.items() if v)
@@ -167,6 +197,7 @@ class RunResult:
                 "bytes": dict(self.bytes), "flops": dict(self.flops),
                 "achieved_GBps": self.achieved_GBps, "achieved_TFLOPS": self.achieved_TFLOPS,
                 "hbm_roof_pct": self.hbm_roof_pct, "cube_util": self.cube_util,
+                "cube_busy_pct": self.cube_busy_pct, "vector_busy_pct": self.vector_busy_pct,
                 "roofline": dict(self.roofline), "trace_hash": self.trace_hash,
                 "n_records": self.n_records, "warnings": list(self.warnings)}
 

@@ -114,11 +114,19 @@ class BlockContext:
         warnings: messages of uninitialised reads (deduplicated by line).
     """
 
-    def __init__(self, machine, block_idx, block_num, core_type, strict=False, auto_sync=True):
+    def __init__(self, machine, block_idx, block_num, core_type, strict=False, auto_sync=True,
+                 group=None, member=0):
         self.machine = machine
         self.block_idx = block_idx
         self.block_num = block_num
         self.core_type = core_type
+        #: the mix group this core belongs to (:class:`kernellab.npu.mix.MixGroup`), or None;
+        #: ``member``: its place in the group (0 the AIC, 1 and 2 the AIVs)
+        self.group = group
+        self.member = member
+        #: this core's first column in the vector clocks (a group's cores share one clock
+        #: space, seven columns a core)
+        self.g = 7 * member
         self.strict = strict
         #: False: no barrier is inserted between dependent instructions of one pipe (the
         #: kernel's ``auto_sync``; :mod:`kernellab.npu.sync`)
@@ -133,8 +141,10 @@ class BlockContext:
         self.warnings: list[str] = []
         self._warned: set = set()
         self._tid = 0
-        # vc[p][q]: how many of pipe q's instructions pipe p is ordered after (vc[p][p]: p's own)
-        self.vc = [[0] * len(PIPES) for _ in PIPES]
+        # vc[p][g + q]: how many of pipe q's instructions pipe p is ordered after (vc[p][g + p]:
+        # p's own); in a mix group, columns 7m..7m+6 are member m's pipes
+        width = len(PIPES) * (group.size if group is not None else 1)
+        self.vc = [[0] * width for _ in PIPES]
         self._flag_vc: dict = {}
         #: fence[p]: how many of pipe p's instructions a later one of p is ordered after (a
         #: one-pipe barrier, PIPE_ALL, or an event whose setter was ordered after them)
@@ -172,7 +182,9 @@ class BlockContext:
         return self.calls
 
     def op(self, pipe, op, cost, src, nbytes=0, flops=0, path=None) -> None:
-        self.vc[pipe][pipe] += 1
+        self.vc[pipe][self.g + pipe] += 1
+        if self.group is not None and cost is not None and cost[0] == "dma":
+            self.group.gm_access(self, pipe, cost[1], cost[2], src, op)
         self.records.append(Record(pipe, OP, op, self.issue(), cost, None, nbytes, flops, path,
                                    short(src)))
 
@@ -190,8 +202,8 @@ class BlockContext:
                     v[q] = clk
             # what the setter was ordered after of this pipe's own instructions (V_V, or a
             # chain V -> MTE3 -> V) is ordered before this pipe's later ones
-            if snap[pipe] > self.fence[pipe]:
-                self.fence[pipe] = snap[pipe]
+            if snap[self.g + pipe] > self.fence[pipe]:
+                self.fence[pipe] = snap[self.g + pipe]
         self.records.append(Record(pipe, WAIT, "wait_flag", self.calls, None, key,
                                    src=short(src)))
 
@@ -214,7 +226,7 @@ class BlockContext:
     def fence_pipe(self, pipe) -> None:
         """Order ``pipe``'s later instructions after every earlier one of it (a one-pipe
         ``pipe_barrier``)."""
-        self.fence[pipe] = self.vc[pipe][pipe]
+        self.fence[pipe] = self.vc[pipe][self.g + pipe]
 
     def barrier(self, pipes, src) -> None:
         """Order every pipe of ``pipes`` after everything issued so far on all of them (Ascend C
@@ -312,6 +324,7 @@ class BlockContext:
         if hi <= lo:
             return
         vc = self.vc[pipe]
+        g = self.g
         keep = []
         for e in a.hist:
             elo, ehi, epipe, eclk, ewrite, esrc, ewhat, _ = e
@@ -319,16 +332,16 @@ class BlockContext:
                 keep.append(e)
                 continue
             if epipe != pipe:
-                ordered = vc[epipe] >= eclk
+                ordered = vc[g + epipe] >= eclk
             else:  # one pipe: the same instruction, the compiler's barriers, or the kernel's
-                ordered = (eclk == vc[pipe] + 1 or self.auto_sync
+                ordered = (eclk == vc[g + pipe] + 1 or self.auto_sync
                            or self.fence[pipe] >= eclk)
             if not ordered and (write or ewrite):
                 self._race(t, (pipe, write, src, what, npass), e, max(lo, elo), min(hi, ehi))
             if elo >= lo and ehi <= hi and (write or (epipe == pipe and not ewrite)):
                 continue
             keep.append(e)
-        keep.append((lo, hi, pipe, vc[pipe] + 1, write, src, what, npass))
+        keep.append((lo, hi, pipe, vc[g + pipe] + 1, write, src, what, npass))
         a.hist = keep
 
     def _race(self, t, now, before, lo, hi):

@@ -46,6 +46,9 @@ The model
   reads allocate on miss, writes allocate their lines (write-through). GM is cold at launch.
 * **Blocks.** Block ``i`` runs on physical core ``i mod n`` (n = cores of the kernel's type);
   a core starts its next block when the previous one has finished and its writes are visible.
+  A mix kernel's block runs on a group (1 AIC + 2 AIV, ``n_aic`` groups), which starts its
+  next block when all three cores have finished; a cross-core wait waits for the sets Phase A
+  matched it with (:mod:`kernellab.npu.mix`), ``cross_flag_latency`` cycles after they fire.
 
 Exactness: times are integer cycles; bytes and rates are integers in units of 2^-16 B, rates
 are floored and a transfer's end time is rounded up to a whole cycle. There is no floating
@@ -70,14 +73,16 @@ _INF = float("inf")
 
 
 class BlockStream:
-    """One block's recorded records plus its scalar-call count."""
+    """One core's recorded records of one block, its scalar-call count and, in a mix kernel,
+    its member of the group (0 the AIC, 1 and 2 the AIVs)."""
 
-    __slots__ = ("block", "records", "calls")
+    __slots__ = ("block", "records", "calls", "member")
 
-    def __init__(self, block, records, calls):
+    def __init__(self, block, records, calls, member=0):
         self.block = block
         self.records = records
         self.calls = calls
+        self.member = member
 
 
 class Timing:
@@ -144,26 +149,49 @@ class _Transfer:
 
 
 class _Core:
-    __slots__ = ("idx", "blocks", "block", "t0", "streams", "pos", "free", "vis", "wait_since",
-                 "flags", "waiters", "inflight", "calls", "done")
+    __slots__ = ("idx", "group", "block", "t0", "streams", "pos", "free", "vis", "wait_since",
+                 "flags", "waiters", "inflight", "calls", "done", "finished")
 
-    def __init__(self, idx, blocks):
+    def __init__(self, idx, group):
         self.idx = idx
-        self.blocks = deque(blocks)
+        self.group = group
         self.block = None
         self.done = False
+        self.finished = True
 
 
-def replay(blocks, machine, n_cores, core_names=None) -> Timing:
-    """Time the recorded blocks on ``machine`` with ``n_cores`` physical cores.
+class _Group:
+    """The cores that run one block together (one core, or a mix kernel's AIC and AIVs), the
+    blocks left for them, and the cross-core flags of the block they run."""
 
-    ``blocks`` is a list of :class:`BlockStream` in block order; block ``i`` runs on core
-    ``i % n_cores``. Returns :class:`Timing`. Raises
+    __slots__ = ("cores", "blocks", "left", "xfired", "xwaiters")
+
+    def __init__(self, blocks):
+        self.cores = []
+        self.blocks = deque(blocks)
+        self.left = 0
+        self.xfired = {}
+        self.xwaiters = {}
+
+
+def replay(blocks, machine, n_cores, group_size=1) -> Timing:
+    """Time the recorded blocks on ``machine`` with ``n_cores`` physical cores (groups of
+    ``group_size`` cores for a mix kernel).
+
+    ``blocks`` is a list of :class:`BlockStream` in block order (for a mix kernel,
+    ``group_size`` streams per block, by member); block ``i`` runs on core (group)
+    ``i % n_cores``, and a group starts its next block when all its cores have finished the
+    last. A cross-core wait (key ``("XWAIT", set IDs)``) waits for the sets Phase A matched it
+    with (key ``("XSET", ID)``), ``cross_flag_latency`` cycles after each fired. Returns
+    :class:`Timing` (core ``k * group_size + m`` is member m of group k). Raises
     :class:`~kernellab.npu.errors.DeadlockError` if some pipe waits forever.
     """
     mc = machine
-    n_used = min(n_cores, len(blocks))
+    n_blocks = len(blocks) // group_size
+    n_groups = min(n_cores, n_blocks)
+    n_used = n_groups * group_size
     tm = Timing(n_used)
+    xlat = mc.cross_flag_latency
     sic = mc.scalar_issue_cycles
     flag_lat = mc.flag_latency
     cpr = {"unary": mc.vec_cpr_unary, "binary": mc.vec_cpr_binary,
@@ -180,8 +208,15 @@ def replay(blocks, machine, n_cores, core_names=None) -> Timing:
     l2 = _L2(mc.l2_bytes, mc.l2_line)
     events = tm.events
 
-    cores = [_Core(i, [b for j, b in enumerate(blocks) if j % n_cores == i])
-             for i in range(n_used)]
+    per_block = [blocks[i * group_size:(i + 1) * group_size] for i in range(n_blocks)]
+    groups = [_Group([bs for j, bs in enumerate(per_block) if j % n_cores == k])
+              for k in range(n_groups)]
+    cores = []
+    for grp in groups:
+        for _ in range(group_size):
+            core = _Core(len(cores), grp)
+            grp.cores.append(core)
+            cores.append(core)
     heap = []
     counter = [0]
     active: list[_Transfer] = []
@@ -191,8 +226,18 @@ def replay(blocks, machine, n_cores, core_names=None) -> Timing:
         counter[0] += 1
         heapq.heappush(heap, (t, core.idx, pipe, counter[0], kind, payload))
 
-    def start_block(core, t0):
-        b = core.blocks.popleft()
+    def start_group(grp, t0):
+        bs = grp.blocks.popleft()
+        grp.left = len(grp.cores)
+        grp.xfired = {}
+        grp.xwaiters = {}
+        for core, b in zip(grp.cores, bs):
+            start_block(core, b, t0)
+        for core in grp.cores:
+            check_done(core, t0)
+
+    def start_block(core, b, t0):
+        core.finished = False
         core.block = b
         core.t0 = t0
         core.streams = [[] for _ in range(7)]
@@ -215,20 +260,26 @@ def replay(blocks, machine, n_cores, core_names=None) -> Timing:
         for p in range(1, 7):
             if core.streams[p]:
                 push(t0, core, p)
-        check_done(core, t0)
 
     def check_done(core, t):
-        if core.inflight:
+        if core.finished or core.inflight:
             return
         for p in range(1, 7):
             if core.pos[p] < len(core.streams[p]):
                 return
         end = builtins_max(max(core.free), max(core.vis))
         tm.core_end[core.idx] = end
-        if core.blocks:
-            start_block(core, end)
+        core.finished = True
+        grp = core.group
+        grp.left -= 1
+        if grp.left:
+            return
+        end = max(tm.core_end[c.idx] for c in grp.cores)
+        if grp.blocks:
+            start_group(grp, end)
         else:
-            core.done = True
+            for c in grp.cores:
+                c.done = True
 
     def cost(r):
         c = r.cost
@@ -259,6 +310,32 @@ def replay(blocks, machine, n_cores, core_names=None) -> Timing:
                 push(ready, core, p)
                 break
             kind = r.kind
+            if kind == WAIT and r.key[0] == "XWAIT":
+                fired = core.group.xfired
+                pending = [u for u in r.key[1] if u not in fired]
+                when = max((fired[u] for u in r.key[1] if u in fired), default=t)
+                if not pending and when <= t:
+                    ws = core.wait_since[p]
+                    if ws is not None and t > ws:
+                        events.append((core.idx, core.block.block, p, "wait_flag", ws, t, t, 0,
+                                       0, 0, r.src))
+                    core.wait_since[p] = None
+                    i += 1
+                    continue
+                if core.wait_since[p] is None:
+                    core.wait_since[p] = t
+                if pending:
+                    core.group.xwaiters.setdefault(pending[0], []).append((core, p))
+                else:
+                    push(when, core, p)
+                break
+            if kind == SET and r.key[0] == "XSET":
+                fire = builtins_max(t, core.vis[p]) + xlat
+                core.group.xfired[r.key[1]] = fire
+                for wc, wp in core.group.xwaiters.pop(r.key[1], ()):
+                    push(fire, wc, wp)
+                i += 1
+                continue
             if kind == WAIT:
                 q = core.flags.get(r.key)
                 if q and q[0] <= t:
@@ -387,8 +464,8 @@ def replay(blocks, machine, n_cores, core_names=None) -> Timing:
                        r.flops, r.src))
         push(t, core, p)
 
-    for core in cores:
-        start_block(core, 0)
+    for grp in groups:
+        start_group(grp, 0)
 
     while True:
         t_heap = heap[0][0] if heap else _INF

@@ -37,15 +37,17 @@ class Event(NamedTuple):
 
 
 class Trace:
-    """The events of one run plus the names of its cores (``"aiv0"`` ...)."""
+    """The events of one run plus the names of its cores (``"aiv0"`` ...; a mix kernel's
+    ``"aic0"``, ``"aiv0"``, ``"aiv1"``, ``"aic1"`` ..., both kinds in one timeline)."""
 
-    def __init__(self, raw_events, core_type: str, freq_mhz: int):
+    def __init__(self, raw_events, core_type: str, freq_mhz: int, names=None):
         ev = [Event(c, b, PIPES[p], op, s, e, v, nb, h, f, src)
               for (c, b, p, op, s, e, v, nb, h, f, src) in raw_events]
         ev.sort(key=lambda e: (e.core, PIPES.index(e.pipe), e.start, e.end, e.block))
         self.events: list[Event] = ev
         self.core_type = core_type
         self.freq_mhz = freq_mhz
+        self._names = list(names) if names is not None else None
 
     def __len__(self):
         return len(self.events)
@@ -54,10 +56,21 @@ class Trace:
         return iter(self.events)
 
     def core_name(self, core: int) -> str:
+        """The name of physical core ``core`` (an index into the trace's cores)."""
+        if self._names is not None and 0 <= core < len(self._names):
+            return self._names[core]
         return f"{self.core_type}{core}"
+
+    def core_names(self) -> list[str]:
+        """The names of the cores that have events, in core order."""
+        return [self.core_name(c) for c in sorted({e.core for e in self.events})]
 
     def _core(self, core) -> int:
         if isinstance(core, str):
+            if self._names is not None:
+                if core not in self._names:
+                    raise ValueError(f"no core {core!r} in this trace: {self._names}")
+                return self._names.index(core)
             return int(core.lstrip("aicv"))
         return int(core)
 
