@@ -20,7 +20,7 @@ import pytest
 
 LABS_DIR = Path(__file__).resolve().parent / "test_grader" / "labs"
 #: test folders that hold more than one lab's tests
-SHARED = {"npu": ("npu_vector_add", "npu_matmul", "npu_rmsnorm")}
+SHARED = {"npu": ("npu_vector_add", "npu_matmul", "npu_rmsnorm", "npu_flash_attention")}
 
 
 def lab_markers(path: Path) -> tuple[str, ...]:

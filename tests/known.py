@@ -42,6 +42,7 @@ LABS = {
     "npu-vector-add": ("npu_vector_add", "07a_npu_vector_add.ipynb"),
     "npu-matmul": ("npu_matmul", "07b_npu_matmul.ipynb"),
     "npu-rmsnorm": ("npu_rmsnorm", "07c_npu_rmsnorm.ipynb"),
+    "npu-flash-attention": ("npu_flash_attention", "07d_npu_flash_attention.ipynb"),
     "moe": ("moe", "08a_moe.ipynb"),
     "decode-attention": ("decode_attention", "08b_decode_attention.ipynb"),
     "torch-op": ("torch_op", "09_torch_op.ipynb"),
@@ -61,6 +62,7 @@ OLD_LAYOUT = {
     "npu-vector-add": {"wrong": ["npu_vector_add"], "ok": []},
     "npu-matmul": {"wrong": ["npu_matmul"], "ok": []},
     "npu-rmsnorm": {"wrong": [], "ok": []},
+    "npu-flash-attention": {"wrong": [], "ok": []},
     "moe": {"wrong": [], "ok": []},
     "decode-attention": {"wrong": [], "ok": []},
     "torch-op": {"wrong": [], "ok": []},
@@ -110,6 +112,8 @@ PERFORMANCE = {
     ("npu-vector-add", "single_buffer"), ("npu-vector-add", "single_buffer_small_tile"),
     ("npu-vector-add", "one_core"), ("npu-matmul", "no_pingpong"), ("npu-matmul", "one_core"),
     ("npu-rmsnorm", "two_passes_always"), ("npu-rmsnorm", "one_core_only"),
+    ("npu-flash-attention", "one_vector_core"), ("npu-flash-attention", "one_block_in_flight"),
+    ("npu-flash-attention", "small_key_blocks"), ("npu-flash-attention", "one_slot"),
     ("moe", "per_expert_launches"),
     ("decode-attention", "no_split"), ("decode-attention", "per_q_head_reads"),
     ("torch-op", "recompute_in_backward"),
@@ -175,6 +179,9 @@ FULL = {
     # the TBuf pair and the speed ones are graded in detail by the lab's tests
     "npu-rmsnorm": {"fp16_statistics", "whole_row_in_ub", "missing_tail", "no_eps",
                     "mean_over_padded"},
+    # the speed ones are graded in detail by the lab's tests
+    "npu-flash-attention": {"no_s_flag", "p_flag_on_vector_pipe", "no_rescale",
+                            "causal_diagonal_excluded", "key_tail_unmasked"},
     # the rest with KERNELLAB_KNOWN_FULL=1 (each entry's expect): a grading compiles kernels for
     # several seconds on the simulator
     "moe": {"lost_token", "reads_padded_rows"},

@@ -23,6 +23,7 @@ LABS = {
     "npu-vector-add": "grader.labs.npu_vector_add:NPUVectorAdd",
     "npu-matmul": "grader.labs.npu_matmul:NPUMatmul",
     "npu-rmsnorm": "grader.labs.npu_rmsnorm:NPURmsNorm",
+    "npu-flash-attention": "grader.labs.npu_flash_attention:NPUFlashAttention",
     "moe": "grader.labs.moe:MoE",
     "decode-attention": "grader.labs.decode_attention:DecodeAttention",
     "torch-op": "grader.labs.torch_op:TorchOp",

@@ -312,6 +312,9 @@ class NPULab(LabSpec):
     #: the output's name and the inputs' names in a case (subclass)
     output_name = ""
     input_names: tuple = ()
+    #: the timed runs (:data:`RUNS`: all cores, then one core); a lab whose kernel needs more
+    #: than one core of a kind (a mix kernel's 1 AIC + 2 AIV) times on the full card only
+    runs: tuple = RUNS
 
     def __init__(self):
         # (case name, final output digest, values ok) from check(), for check_call()
@@ -372,9 +375,9 @@ class NPULab(LabSpec):
 
     # ------------------------------------------------------------------ timed runs
     def run_arrays(self, plan: dict) -> dict:
-        """Every timed run's arrays, ``{name + suffix: (shape, dtype)}`` in :data:`RUNS`
+        """Every timed run's arrays, ``{name + suffix: (shape, dtype)}`` in :attr:`runs`
         order (what :meth:`planned` expects back)."""
-        return {name + sfx: spec for tag, _card, sfx in RUNS
+        return {name + sfx: spec for tag, _card, sfx in self.runs
                 for name, spec in self.arrays_of(self.timed_params(plan, tag)).items()}
 
     def perf_data_check(self, plan: dict, recheck: dict, arrays: dict) -> str | None:
@@ -385,7 +388,7 @@ class NPULab(LabSpec):
         if why:
             return why
         runs = recheck.get("runs", {})
-        for tag, card, sfx in RUNS:
+        for tag, card, sfx in self.runs:
             why = device_problem(
                 runs.get(tag, {}),
                 output=(self.output_name, content_digest(arrays[self.output_name + sfx]),
@@ -419,7 +422,7 @@ def _left_to_the_recheck(*_args) -> bool:
 
 
 def timed_runs(spec: NPULab, fn, plan: dict, make_inputs, workdir) -> tuple[dict, dict]:
-    """Worker side: ``fn`` called once per timed run of :data:`RUNS`, on its card, with fresh
+    """Worker side: ``fn`` called once per timed run of ``spec.runs``, on its card, with fresh
     inputs ``make_inputs(p)`` (a tuple in :attr:`NPULab.input_names` order; ``p`` the run's
     :meth:`NPULab.timed_params`) and a NaN-filled output, every launch captured.
 
@@ -427,7 +430,7 @@ def timed_runs(spec: NPULab, fn, plan: dict, make_inputs, workdir) -> tuple[dict
     measurement's ``"recheck"`` entry, both runs' arrays (run names suffixed as in
     :data:`RUNS`) written for the grader's full re-check (:func:`grader.runner.recheck`)."""
     runs, before, after = {}, {}, {}
-    for tag, card, sfx in RUNS:
+    for tag, card, sfx in spec.runs:
         p = spec.timed_params(plan, tag)
         out = spec.arrays_of(p)[spec.output_name]
         calls = TimedCalls([k + sfx for k in spec.input_names], [spec.output_name + sfx],

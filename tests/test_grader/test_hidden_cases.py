@@ -30,6 +30,7 @@ GOOD = {
     "npu-vector-add": ({"n": 100}, "n"),
     "npu-matmul": ({"M": 3, "N": 4, "K": 5}, "N"),
     "npu-rmsnorm": ({"M": 3, "N": 4, "dtype": "bfloat16"}, "N"),
+    "npu-flash-attention": ({"N": 17, "d": 64, "causal": True}, "N"),
     "moe": ({"fn": "combine", "M": 3, "k": 2, "N": 4}, "N"),
     "decode-attention": ({"B": 1, "Hq": 4, "Hkv": 1, "d": 64, "L": 5, "num_splits": 2}, "L"),
     "torch-op": ({"R": 3, "N": 5}, "N"),

@@ -1,5 +1,5 @@
-"""Grader self-tests for the NPU labs, ``npu-vector-add`` (Lab 7a), ``npu-matmul`` (Lab 7b) and
-``npu-rmsnorm`` (Lab 7c),
+"""Grader self-tests for the NPU labs, ``npu-vector-add`` (Lab 7a), ``npu-matmul`` (Lab 7b),
+``npu-rmsnorm`` (Lab 7c) and ``npu-flash-attention`` (Lab 7d, a mix kernel),
 on the ``npu`` tier (the simulator's modelled cycles; no GPU, no NPU): the solutions pass
 through the CLI with their figures in the JSON, the untouched labs fail "not implemented",
 every known-wrong submission fails for the reason in its header, the thresholds sit between
@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from grader.labs import get_spec_class
+from grader.labs.npu_flash_attention import spec as fa
 from grader.labs.npu_matmul import spec as mm
 from grader.labs.npu_rmsnorm import spec as rn
 from grader.labs.npu_vector_add import spec as va
@@ -49,6 +50,9 @@ LABS = {  # lab -> (solution, generated lab, known-wrong submissions)
     "npu-rmsnorm": (ROOT / "solutions" / "07c_npu_rmsnorm.ipynb",
                     ROOT / "labs" / "07c_npu_rmsnorm.ipynb",
                     Folder("npu-rmsnorm", "wrong")),
+    "npu-flash-attention": (ROOT / "solutions" / "07d_npu_flash_attention.ipynb",
+                            ROOT / "labs" / "07d_npu_flash_attention.ipynb",
+                            Folder("npu-flash-attention", "wrong")),
 }
 
 VA_ONE = "one core: modelled speedup over the baseline"
@@ -59,6 +63,8 @@ MM_UTIL = "one core: cube utilisation"
 MM_CHIP = "all cores: cube utilisation of the chip"
 RN_ONE = "one core: modelled speedup over the baseline"
 RN_ROOF = "all cores: share of the HBM roof"
+FA_UTIL = "cube utilisation"
+FA_TRAFFIC = "HBM traffic / compulsory"
 #: lab -> its rules in order, and their thresholds (a lab's names may repeat another's)
 LAB_RULES = {
     "npu-vector-add": {VA_ONE: va.MIN_SPEEDUP_ONE_CORE, VA_ALL: va.MIN_SPEEDUP_ALL_CORES,
@@ -66,7 +72,10 @@ LAB_RULES = {
     "npu-matmul": {MM_ONE: mm.MIN_SPEEDUP_ONE_CORE, MM_UTIL: mm.MIN_CUBE_UTIL_ONE_CORE,
                    MM_CHIP: mm.MIN_CUBE_UTIL_ALL_CORES},
     "npu-rmsnorm": {RN_ONE: rn.MIN_SPEEDUP_ONE_CORE, RN_ROOF: rn.MIN_HBM_ROOF_PCT},
+    "npu-flash-attention": {FA_UTIL: fa.MIN_CUBE_UTIL_PCT, FA_TRAFFIC: fa.MAX_TRAFFIC},
 }
+#: rules a lower figure passes
+AT_MOST = {FA_TRAFFIC}
 #: the reference clears every threshold by this factor, and a known-wrong submission misses the
 #: threshold of the rule it must fail by this one (figures in the labs' README.md)
 REFERENCE_MARGIN = 1.08
@@ -120,11 +129,18 @@ def test_solution_passes_with_its_figures_in_the_json(lab):
     assert list(rules) == list(LAB_RULES[lab])
     for name, r in rules.items():
         assert r["passed"] and r["threshold"] == LAB_RULES[lab][name]
-        # the thresholds sit below the reference with margin
-        assert r["measured"] >= REFERENCE_MARGIN * r["threshold"], (name, r)
+        # the thresholds sit on the passing side of the reference with margin
+        if name in AT_MOST:
+            assert r["measured"] * REFERENCE_MARGIN <= r["threshold"], (name, r)
+        else:
+            assert r["measured"] >= REFERENCE_MARGIN * r["threshold"], (name, r)
     assert d["recheck"]["passed"] is True
     runs = d["performance_setup"]["runs"]
     assert runs["all_cores"]["launches"][0]["machine"] == CARD.key
+    if lab == "npu-flash-attention":  # a mix kernel: the full card only
+        assert list(runs) == ["all_cores"]
+        assert runs["all_cores"]["launches"][0]["kernel"] == "fa_kernel"
+        return
     assert runs["one_core"]["launches"][0]["machine"] == ONE_CORE.key
     assert runs["one_core"]["launches"][0]["block_dim"] == 1
 
@@ -142,6 +158,10 @@ def test_reference_figures_are_the_documented_ones():
     rules = {r["name"]: r["measured"] for r in solution_report("npu-rmsnorm")[0]["rules"]}
     assert rules[RN_ONE] == pytest.approx(2.82, abs=0.02)
     assert rules[RN_ROOF] == pytest.approx(55.7, abs=0.3)
+    rules = {r["name"]: r["measured"] for r in
+             solution_report("npu-flash-attention")[0]["rules"]}
+    assert rules[FA_UTIL] == pytest.approx(8.56, abs=0.02)
+    assert rules[FA_TRAFFIC] == pytest.approx(8.0, abs=0.01)
 
 
 @pytest.mark.parametrize("lab", sorted(LABS))
@@ -162,6 +182,10 @@ WRONG_SPEED = {
     ("npu-matmul", "one_core.py"): ((MM_CHIP,), (MM_ONE, MM_UTIL)),
     ("npu-rmsnorm", "two_passes_always.py"): ((RN_ONE,), (RN_ROOF,)),
     ("npu-rmsnorm", "one_core_only.py"): ((RN_ROOF,), (RN_ONE,)),
+    ("npu-flash-attention", "one_vector_core.py"): ((FA_UTIL,), (FA_TRAFFIC,)),
+    ("npu-flash-attention", "one_block_in_flight.py"): ((FA_UTIL,), (FA_TRAFFIC,)),
+    ("npu-flash-attention", "one_slot.py"): ((FA_UTIL,), (FA_TRAFFIC,)),
+    ("npu-flash-attention", "small_key_blocks.py"): ((FA_TRAFFIC, FA_UTIL), ()),
 }
 
 
@@ -174,8 +198,11 @@ def test_known_wrong_submission_is_correct_but_too_slow(lab, name):
     rules = rules_of(rep)
     for r in must_fail:
         assert not rules[r].passed, rep.to_text()
-        # the threshold sits above the wrong variant with margin
-        assert rules[r].measured * WRONG_MARGIN <= rules[r].threshold, (r, rules[r].measured)
+        # the threshold sits on the passing side of the wrong variant with margin
+        if r in AT_MOST:
+            assert rules[r].measured >= WRONG_MARGIN * rules[r].threshold, (r, rules[r].measured)
+        else:
+            assert rules[r].measured * WRONG_MARGIN <= rules[r].threshold, (r, rules[r].measured)
     for r in must_pass:
         assert rules[r].passed, rep.to_text()
 
