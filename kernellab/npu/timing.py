@@ -295,6 +295,13 @@ def replay(blocks, machine, n_cores, group_size=1) -> Timing:
                 (-(-c[3] // k0))
         raise AssertionError(fam)
 
+    def end_wait(core, p, t, r):
+        """A wait of pipe ``p`` satisfied at ``t``: its blocked span (if any) into the trace."""
+        ws = core.wait_since[p]
+        if ws is not None and t > ws:
+            events.append((core.idx, core.block.block, p, "wait_flag", ws, t, t, 0, 0, 0, r.src))
+        core.wait_since[p] = None
+
     def advance(core, p, t):
         if core.done or core.block is None:
             return
@@ -315,11 +322,7 @@ def replay(blocks, machine, n_cores, group_size=1) -> Timing:
                 pending = [u for u in r.key[1] if u not in fired]
                 when = max((fired[u] for u in r.key[1] if u in fired), default=t)
                 if not pending and when <= t:
-                    ws = core.wait_since[p]
-                    if ws is not None and t > ws:
-                        events.append((core.idx, core.block.block, p, "wait_flag", ws, t, t, 0,
-                                       0, 0, r.src))
-                    core.wait_since[p] = None
+                    end_wait(core, p, t, r)
                     i += 1
                     continue
                 if core.wait_since[p] is None:
@@ -340,11 +343,7 @@ def replay(blocks, machine, n_cores, group_size=1) -> Timing:
                 q = core.flags.get(r.key)
                 if q and q[0] <= t:
                     q.popleft()
-                    ws = core.wait_since[p]
-                    if ws is not None and t > ws:
-                        events.append((core.idx, core.block.block, p, "wait_flag", ws, t, t, 0,
-                                       0, 0, r.src))
-                    core.wait_since[p] = None
+                    end_wait(core, p, t, r)
                     i += 1
                     continue
                 if core.wait_since[p] is None:

@@ -116,6 +116,17 @@ def attention_inputs(rng, B: int, H: int, N: int, d: int, dtype: str, kind: str 
 
 
 
+def attention_limits(p: dict, max_work: int, max_heads: int, why: str = "") -> str | None:
+    """Why a hidden attention case with parameters ``p`` is too big (its :func:`hidden_work`
+    above ``max_work``, or B*H above ``max_heads``; ``why`` says why a cap exists), or None."""
+    if hidden_work(p) > max_work:
+        return (f"needs B*H*N*N*d (halved when causal) <= {max_work}{why}, not "
+                f"{hidden_work(p)}")
+    if p["B"] * p["H"] > max_heads:
+        return f"needs B*H <= {max_heads}, not {p['B'] * p['H']}"
+    return None
+
+
 def hidden_work(p: dict) -> int:
     """The simulator's work of a case with parameters ``p``: B H N^2 d, halved when causal
     (compared with :data:`MAX_HIDDEN_WORK`)."""
@@ -194,12 +205,8 @@ class FlashAttention(CudaLab):
                 + ("" if p.get("kind", "normal") == "normal" else f" {p['kind']}"))
 
     def case_limits(self, p: dict) -> str | None:
-        if hidden_work(p) > MAX_HIDDEN_WORK:
-            return (f"needs B*H*N*N*d (halved when causal) <= {MAX_HIDDEN_WORK} (the simulator "
-                    f"runs every thread), not {hidden_work(p)}")
-        if p["B"] * p["H"] > MAX_HIDDEN_HEADS:
-            return f"needs B*H <= {MAX_HIDDEN_HEADS}, not {p['B'] * p['H']}"
-        return None
+        return attention_limits(p, MAX_HIDDEN_WORK, MAX_HIDDEN_HEADS,
+                                " (the simulator runs every thread)")
 
     def random_params(self, rng, i: int) -> dict:
         if i == 4:  # one long case: a kernel that only works up to some N (a fixed-size row)

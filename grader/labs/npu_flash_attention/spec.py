@@ -29,7 +29,7 @@ import numpy as np
 from grader.labs._npu import CARD, RUNS, SIMULATOR_INTERNALS, NPULab, last_launch, modelled
 from grader.labs._npu import total_cycles
 from grader.labs.flash_attention.diagnose import diagnose
-from grader.labs.flash_attention.spec import KINDS, attention_inputs, rule
+from grader.labs.flash_attention.spec import KINDS, attention_inputs, attention_limits, rule
 from grader.rules import Rule
 from grader.spec import CaseData, Flag, OneOf, RuleResult, Whole
 from kernellab.numerics import compare
@@ -75,11 +75,6 @@ def useful_flops(p: dict) -> int:
     return 4 * int(p["B"]) * int(p["H"]) * pairs * int(p["d"])
 
 
-def hidden_work(p: dict) -> int:
-    w = p["B"] * p["H"] * p["N"] * p["N"] * p["d"]
-    return w // 2 if p["causal"] else w
-
-
 class NPUFlashAttention(NPULab):
     lab_id = "npu-flash-attention"
     title = "FlashAttention on the NPU: a mix kernel, cube and vector cores through GM"
@@ -115,12 +110,7 @@ class NPUFlashAttention(NPULab):
                 + ("" if p.get("kind", "normal") == "normal" else f" {p['kind']}"))
 
     def case_limits(self, p: dict) -> str | None:
-        if hidden_work(p) > MAX_HIDDEN_WORK:
-            return (f"needs B*H*N*N*d (halved when causal) <= {MAX_HIDDEN_WORK}, not "
-                    f"{hidden_work(p)}")
-        if p["B"] * p["H"] > MAX_HIDDEN_HEADS:
-            return f"needs B*H <= {MAX_HIDDEN_HEADS}, not {p['B'] * p['H']}"
-        return None
+        return attention_limits(p, MAX_HIDDEN_WORK, MAX_HIDDEN_HEADS)
 
     def random_params(self, rng, i: int) -> dict:
         d = HEAD_DIMS[i % 2]
