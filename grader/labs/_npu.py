@@ -21,7 +21,8 @@ the device (MTE3 ``data_copy`` / FIX ``fixpipe``) into an array that ended the l
 exactly that content, every byte of each input read by the device (MTE2) from an array holding
 that input, no byte of another array read that the device had not written unless the array
 started blank (a workspace of zeros), and at least the lab's useful arithmetic done on the
-device (vector additions, cube multiply-adds). Uninitialised on-chip reads are errors while
+device (vector additions, cube multiply-adds), and no array a launch read changed by the host
+between two launches. Uninitialised on-chip reads are errors while
 grading (the simulator's ``strict`` mode), like the simulator's other errors (overflow, queue
 misuse, deadlock, leak, multi-core write conflicts ...).
 
@@ -153,8 +154,9 @@ def capture_dict(cap, card) -> dict:
     array *object* passed to the launches (an output written over several launches is one
     entry): name, shape, dtype, nbytes, content digest before its first launch and after its
     last successful one, whether it started blank (zeros or NaN), distinct bytes the device
-    wrote to it and read from it and read without writing them, and how many blocks wrote to it
-    out of how many launched."""
+    wrote to it and read from it and read without writing them, how many blocks wrote to it
+    out of how many launched, and ``host_changed``: whether its content at the start of a
+    launch differed from what the launch before left in it (the host wrote it in between)."""
     objs: dict[int, dict] = {}
     for li in cap.launches:
         for ai in li.arrays:
@@ -164,8 +166,10 @@ def capture_dict(cap, card) -> dict:
                     "name": str(ai.name), "shape": [int(s) for s in ai.shape],
                     "dtype": str(ai.dtype), "nbytes": int(ai.nbytes),
                     "digest_start": ai.digest_start, "digest_end": None,
-                    "blank_start": bool(ai.blank_start),
+                    "blank_start": bool(ai.blank_start), "host_changed": False,
                     "_w": [], "_r": [], "blocks_writing": 0, "blocks_launched": 0}
+            elif ai.digest_start != o["digest_end"]:
+                o["host_changed"] = True
             if li.error is None and ai.digest_end is not None:
                 o["digest_end"] = ai.digest_end
                 o["_w"].extend(ai.written)
@@ -225,7 +229,8 @@ def device_problem(info: dict, *, output: tuple, inputs: list, work: tuple,
         info: :func:`capture_dict` of the call.
         output: ``(name, digest, nbytes)`` of the output the caller holds after the call.
         inputs: ``[(name, digest, nbytes), ...]`` of the inputs.
-        work: ``(flops key, least count, what)``, e.g. ``("vector", n, "additions")``.
+        work: ``(flops key, least count, what)``, e.g. ``("vector", n, "additions")``, or
+            a list of them (a mix kernel's cube and vector work).
         card_name: the card the grader ran the call on (for the message).
     """
     launches = info.get("launches", [])
@@ -267,6 +272,12 @@ def device_problem(info: dict, *, output: tuple, inputs: list, work: tuple,
                     "does not count)")
     in_digests = {(d, nb) for _n, d, nb in inputs}
     for a in arrays:
+        if a.get("host_changed") and a.get("read"):
+            return (f"the host changed the array the kernel was passed as {a['name']} between "
+                    f"two launches, and a launch read it: a result prepared on the host between "
+                    f"launches does not count; every byte a launch reads must be an input's or "
+                    f"written by a launch")
+    for a in arrays:
         if a.get("read_not_written") and not a.get("blank_start", True) \
                 and (a.get("digest_start"), a["nbytes"]) not in in_digests:
             names = ", ".join(n for n, _, _ in inputs)
@@ -275,11 +286,11 @@ def device_problem(info: dict, *, output: tuple, inputs: list, work: tuple,
                     f"({names}) nor a blank workspace (zeros, NaN): a result prepared on the "
                     f"host, or an input transformed there, does not count; pass the inputs "
                     f"themselves and compute on the device")
-    key, least, what = work
-    done = total(info, "flops", key)
-    if done < least:
-        return (f"the kernels did {done} {key} operations, fewer than the {least} {what} the "
-                "result needs: it must be computed on the device")
+    for key, least, what in (work if isinstance(work, list) else [work]):
+        done = total(info, "flops", key)
+        if done < least:
+            return (f"the kernels did {done} {key} operations, fewer than the {least} {what} "
+                    "the result needs: it must be computed on the device")
     return None
 
 
@@ -323,7 +334,7 @@ class NPULab(LabSpec):
     # ------------------------------------------------------------------------ subclass
     def work(self, p: dict) -> tuple:
         """``(flops key, least count, what)`` a call with parameters ``p`` needs, e.g.
-        ``("vector", n, "additions of z = x + y")``."""
+        ``("vector", n, "additions of z = x + y")``, or a list of them."""
         raise NotImplementedError
 
     def arrays_of(self, p: dict) -> dict:

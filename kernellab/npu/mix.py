@@ -28,16 +28,16 @@ GM bytes one core writes and another reads or writes, with no chain of flags bet
 raise :class:`~kernellab.npu.errors.DataRaceError` naming both cores, pipes and lines. The
 timing replay (:mod:`kernellab.npu.timing`) makes each wait wait for exactly the sets Phase A
 matched it with, ``cross_flag_latency`` cycles after they fire, so a missing flag is reported,
-never timed faster. Two accesses of one core to the same GM bytes are not checked (the queues
-and the core's own events order those).
+never timed faster. Two accesses of one core to the same GM bytes are not checked against each
+other (nor ordered by the replay: the simulator does not model ordering between one core's pipes
+through GM). A core sets, and waits on, each flag ID from one pipe only (else EventError: the
+counter is taken in the order sets arrive, which program order does not fix across pipes).
 """
 
 from __future__ import annotations
 
 import bisect
 from collections import deque
-
-from greenlet import greenlet
 
 from kernellab.npu import errors, runtime
 from kernellab.npu.record import PIPES, SET, WAIT, Record, caller_src, format_src
@@ -78,9 +78,27 @@ class MixGroup:
         self._hist: dict = {}
         self._sets_src: dict = {}
         self.blocked: dict[int, tuple] = {}
+        #: ("set" | "wait", member, flag) -> (pipe, source line) of its first use
+        self._pipe_of: dict = {}
+
+    def _one_pipe(self, what: str, c: BlockContext, pipe: int, flag: int, src) -> None:
+        """A core sets (waits on) each flag ID from one pipe only: the sets of one ID fire in
+        the order their pipes finish, which program order does not give when two pipes set
+        it, and a wait's pairing with its set would then differ from the hardware's. Raises
+        EventError."""
+        first = self._pipe_of.setdefault((what, c.member, flag), (pipe, src))
+        if first[0] != pipe:
+            verb = "cross_core_set_flag" if what == "set" else "cross_core_wait_flag"
+            raise errors.EventError(
+                f"{format_src(src)}\n{verb}({flag}, pipe=asc.PIPE_{PIPES[pipe]}) on the "
+                f"{MEMBERS[c.member].upper()}, which already used flag {flag} on PIPE_"
+                f"{PIPES[first[0]]} at {format_src(first[1])}: give each pipe its own flag ID "
+                f"(the counter is taken in the order the sets arrive, which program order does "
+                f"not fix across pipes)")
 
     # ---- flags --------------------------------------------------------------------------
     def set(self, c: BlockContext, mode: int, pipe: int, flag: int, src) -> None:
+        self._one_pipe("set", c, pipe, flag, src)
         snap = tuple(c.vc[pipe])
         self._uid += 1
         uid = self._uid
@@ -116,6 +134,7 @@ class MixGroup:
         q.append((snap, uids))
 
     def wait(self, c: BlockContext, pipe: int, flag: int, src) -> None:
+        self._one_pipe("wait", c, pipe, flag, src)
         key = (c.member, flag)
         while not self._counter.get(key):
             self.blocked[c.member] = (flag, src)
@@ -151,12 +170,10 @@ class MixGroup:
                         self._race(c, pipe, write, src, what, e, lst is writes,
                                    max(lo, elo), min(hi, ehi), self._bufs[k])
             entry = (lo, hi, c.member, pipe, clk, src, what)
-            if write:
-                covered = [lst for lst in (writes, reads)]
-                for lst in covered:
+            if write:  # what this write covers and is ordered after races with nothing new
+                for lst in (writes, reads):
                     lst[:] = [e for e in lst if not (e[0] >= lo and e[1] <= hi and
-                                                     (e[2] == c.member or
-                                                      vc[7 * e[2] + e[3]] >= e[4]))]
+                                                     vc[7 * e[2] + e[3]] >= e[4])]
                 writes.append(entry)
             else:
                 reads[:] = [e for e in reads if not (e[2] == c.member and e[3] == pipe
@@ -190,6 +207,8 @@ class MixGroup:
     def run(self, fn, args) -> None:
         """Run ``fn(*args)`` on each member, switching at waits; each member's ``finish`` at
         its end. Raises what a member raises, or DeadlockError when all remaining wait."""
+        from greenlet import greenlet  # here: a GPU machine runs the course without greenlet
+
         self._parent = greenlet.getcurrent()
         done = [False] * self.size
 
@@ -218,12 +237,14 @@ class MixGroup:
                     lines = "\n".join(
                         f"  {MEMBERS[m].upper()} waits for cross-core flag {f} at "
                         f"{format_src(s)}" for m, (f, s) in sorted(self.blocked.items()))
+                    ended = [MEMBERS[m].upper() for m in range(self.size) if done[m]]
                     raise errors.DeadlockError(
-                        f"block {self.members[0].block_idx}: every core of the group waits on "
-                        f"a cross-core flag that nothing will set:\n{lines}\n"
-                        f"(each wait needs a set on the other kind of core: mode 2 from the "
-                        f"AIC counts on both AIVs, and both AIVs must set before the AIC's "
-                        f"wait passes)")
+                        f"block {self.members[0].block_idx}: every core of the group still "
+                        f"running waits on a cross-core flag that nothing will set"
+                        + (f" ({', '.join(ended)} already ended)" if ended else "")
+                        + f":\n{lines}\n(mode 2: an AIC's set counts on both AIVs, and the "
+                        f"AIC's counter counts one only when both AIVs have set; mode 1: an "
+                        f"AIV's counter counts one when both AIVs have set)")
         finally:
             runtime.install(None)
             for g in lets:
@@ -231,8 +252,11 @@ class MixGroup:
                     g.throw(greenlet.GreenletExit)
         left = [(dest, flag, uids) for (dest, flag), q in self._counter.items()
                 for _, uids in q]
-        left += [(dest, flag, (uid,)) for (_, _, dest, flag), q in self._half.items()
-                 for _, uid in q]
+        half = {}  # a mode-1 set waits for its partner once per destination: list it once
+        for (_, _, dest, flag), q in self._half.items():
+            for _, uid in q:
+                half.setdefault(uid, (dest, flag, (uid,)))
+        left += list(half.values())
         if left:
             lines = "\n".join(
                 f"  flag {flag} for the {MEMBERS[dest].upper()}, set at "

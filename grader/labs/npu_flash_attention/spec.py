@@ -113,9 +113,9 @@ class NPUFlashAttention(NPULab):
         return attention_limits(p, MAX_HIDDEN_WORK, MAX_HIDDEN_HEADS)
 
     def random_params(self, rng, i: int) -> dict:
-        d = HEAD_DIMS[i % 2]
-        n = int(rng.integers(1, 300))
-        return {"B": 1, "H": int(rng.integers(1, 3)), "N": n, "d": d,
+        d, h = HEAD_DIMS[i % 2], int(rng.integers(1, 3))
+        n_max = min(300, int((MAX_HIDDEN_WORK / (h * d)) ** 0.5))   # within the cap
+        return {"B": 1, "H": h, "N": int(rng.integers(1, n_max + 1)), "d": d,
                 "causal": bool(rng.integers(0, 2)), "kind": "negative" if i == 3 else "normal"}
 
     def case_arrays(self, case) -> CaseData:
@@ -145,8 +145,10 @@ class NPUFlashAttention(NPULab):
                 cmp.message += "; " + hint
         return cmp
 
-    def work(self, p: dict) -> tuple:
-        return ("cube", useful_flops(p), "multiply-adds of Q K^T and P V (2 FLOP each)")
+    def work(self, p: dict) -> list:
+        return [("cube", useful_flops(p), "multiply-adds of Q K^T and P V (2 FLOP each)"),
+                ("vector", useful_flops(p) // (4 * int(p["d"])),
+                 "exponentials of the softmax, one a (query, key) pair")]
 
     def arrays_of(self, p: dict) -> dict:
         shape = (int(p["B"]), int(p["H"]), int(p["N"]), int(p["d"]))
@@ -185,7 +187,8 @@ class NPUFlashAttention(NPULab):
                      f"{flops:,} useful cube FLOPs in {cyc:,} cycles on {CARD.n_aic} AICs "
                      f"({CARD.cube_flops_per_cycle_core:,} FLOP/cycle each); block_dim "
                      f"{ln.get('block_dim', '-')}, bottleneck {ln.get('bottleneck', '-')} on "
-                     f"{ln.get('critical_core', '-')}, its V {busy.get('V', 0):.0f}% busy"),
+                     f"{ln.get('critical_core', '-')} ({busy.get(ln.get('bottleneck'), 0):.0f}%"
+                     f" busy)"),
             modelled(r_traffic, hbm / comp if comp else 0.0,
                      f"{hbm:,} HBM bytes (reads that missed L2, and every GM write) vs "
                      f"{comp:,} compulsory (Q, K, V read once, O written once)"),

@@ -33,6 +33,7 @@ def test_a_labs_tests_carry_its_marker_and_others_none():
     gemm = conftest.LABS_DIR / "gemm_cuda" / "test_grader_gemm_cuda.py"
     assert conftest.lab_markers(gemm) == ("gemm_cuda",)
     npu = conftest.LABS_DIR / "npu" / "test_grader_npu.py"
-    assert conftest.lab_markers(npu) == ("npu_vector_add", "npu_matmul", "npu_rmsnorm")
+    assert conftest.lab_markers(npu) == ("npu_vector_add", "npu_matmul", "npu_rmsnorm",
+                                         "npu_flash_attention")
     assert conftest.lab_markers(conftest.LABS_DIR / "test_repeat_cases.py") == ()
     assert conftest.lab_markers(ROOT / "tests" / "test_docs.py") == ()

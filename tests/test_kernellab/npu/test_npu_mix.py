@@ -168,6 +168,20 @@ def test_a_set_never_waited_for_is_unpaired():
         run("extra_set")
 
 
+def test_one_flag_id_is_set_and_waited_on_from_one_pipe_each():
+    @asc.kernel(core="mix")
+    def two_pipes(x):
+        if asc.core_type() == "aiv":
+            asc.cross_core_set_flag(5, pipe=asc.PIPE_MTE3)
+            asc.cross_core_set_flag(5, pipe=asc.PIPE_MTE2)
+        else:
+            asc.cross_core_wait_flag(5, pipe=asc.PIPE_FIX)
+            asc.cross_core_wait_flag(5, pipe=asc.PIPE_FIX)
+
+    with pytest.raises(errors.EventError, match="already used flag 5 on PIPE_MTE3"):
+        npu.launch(two_pipes, 1, (np.zeros(16, np.float32),))
+
+
 def test_cross_core_flags_that_cannot_exist_are_refused():
     @asc.kernel(core="aiv")
     def plain(x):

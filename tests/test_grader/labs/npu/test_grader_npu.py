@@ -383,6 +383,14 @@ CHEATS = {
     "host_after_device": (COPY_KERNEL + "\ndef vector_add(x, y, z):\n"
                           "    npu.launch(copy_kernel, 1, (x, z, x.size))\n    z[:] = x + y\n",
                           "not what any launch left in an array"),
+    # the device writes a workspace, the host overwrites it with the sum, the device copies it
+    "host_sum_between_launches": (COPY_KERNEL + "\ndef vector_add(x, y, z):\n"
+                                  "    w = np.zeros_like(z)\n"
+                                  "    npu.launch(copy_kernel, 1, (x, w, x.size))\n"
+                                  "    npu.launch(copy_kernel, 1, (y, z, y.size))\n"
+                                  "    w[:] = x + y\n"
+                                  "    npu.launch(copy_kernel, 1, (w, z, x.size))\n",
+                                  "the host changed the array the kernel was passed as"),
 }
 
 
