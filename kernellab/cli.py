@@ -192,17 +192,18 @@ def _submissions(args, spec) -> list[str] | None:
 
 
 def _csv_problem(args, subs: list[str]) -> str | None:
-    """Why ``--csv FILE`` must not be written (it would replace a notebook, a .py or one of the
-    submissions), or None."""
-    if not args.csv:
-        return None
-    target = Path(args.csv)
-    if target.suffix.lower() in (".ipynb", ".py") or any(
-            target.resolve() == Path(s).resolve() for s in subs):
-        return (f"--csv {args.csv} would write over a notebook or source file; give a new "
-                "file name ending in .csv")
-    if target.is_dir():
-        return f"--csv {args.csv} is a folder; give a file name ending in .csv"
+    """Why ``--csv FILE`` or ``--html FILE`` must not be written (it would replace a notebook,
+    a .py or one of the submissions, or it is a folder), or None."""
+    for opt, name, ext in (("--csv", args.csv, ".csv"), ("--html", args.html, ".html")):
+        if not name:
+            continue
+        target = Path(name)
+        if target.suffix.lower() in (".ipynb", ".py") or any(
+                target.resolve() == Path(s).resolve() for s in subs):
+            return (f"{opt} {name} would write over a notebook or source file; give a new "
+                    f"file name ending in {ext}")
+        if target.is_dir():
+            return f"{opt} {name} is a folder; give a file name ending in {ext}"
     return None
 
 
@@ -255,24 +256,26 @@ def cmd_grade(args) -> int:
         reports.append(rep)
         if not rep.passed and status == 0:
             status = 1
-        if not args.json:
-            print(rep.to_text())
-            if len(subs) > 1:
-                print("=" * 78)
+        if args.json:
+            continue
+        if args.quiet and len(subs) > 1:  # a class: one line each
+            from grader.classreport import summary_line
+
+            print(summary_line(rep), flush=True)
+            continue
+        print(rep.to_text())
+        if len(subs) > 1:
+            print("=" * 78)
     if args.json:
         data = [r.to_dict() for r in reports]
         print(json.dumps(data[0] if len(data) == 1 else data, indent=2, default=str))
-    if args.csv:
-        import csv
+    if args.csv or args.html:
+        from grader import classreport
 
-        with open(args.csv, "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
-            w = csv.writer(f)
-            w.writerow(["submission", "lab", "score", "max_score", "passed", "cases_passed",
-                        "cases_total", "fatal"])
-            for r in reports:
-                d = r.to_dict()
-                w.writerow([r.submission, r.lab, r.score, d["max_score"], r.passed,
-                            d["cases_passed"], d["cases_total"], r.fatal or ""])
+        if args.csv:
+            classreport.write_csv(reports, args.csv)
+        if args.html:
+            classreport.write_html(reports, args.html, spec.title, spec.tier)
     return status
 
 
@@ -314,13 +317,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "or .py file(s) (default: work/NN.ipynb, made by `kernellab start LAB`)")
     g.add_argument("--json", action="store_true", help="print the report as JSON")
     g.add_argument("--hidden", metavar="FILE", help="instructor's hidden-case JSON file")
-    g.add_argument("--csv", metavar="FILE", help="also write one row of scores per submission "
-                   "to FILE (a .csv; replaced if it exists)")
+    g.add_argument("--csv", metavar="FILE", help="also write one row per submission to FILE "
+                   "(a .csv; replaced if it exists): score, verdict, visible and hidden cases, "
+                   "each rule's figure, threshold and pass, the first failure")
+    g.add_argument("--html", metavar="FILE", help="also write a class report to FILE (a "
+                   ".html): each rule's distribution, the commonest failure reasons, a "
+                   "leaderboard by the lab's speed metric")
     g.add_argument("--no-perf", action="store_true", help="correctness only: skip the "
                    "performance phase (faster); the score is then out of the correctness "
                    "points and PASS means every case passed")
     g.add_argument("--quiet", action="store_true", help="no progress lines on stderr while "
-                   "grading (the report is printed as usual)")
+                   "grading; with several files, one line per submission instead of its report")
     g.set_defaults(func=cmd_grade)
     r = sub.add_parser("release", help="instructors: regenerate labs/ from solutions/ (refuses "
                        "to overwrite a lab edited by hand)",
