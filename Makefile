@@ -18,7 +18,8 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 LAB_PORT ?= 8888
 LAB_ARGS ?=
 
-.PHONY: lab check lint test bench bench-verdicts bench-sim bench-npu gpu-check release install clean
+.PHONY: lab check lint test bench bench-verdicts bench-sim bench-npu gpu-check release install \
+	slides clean
 
 # PyTorch (the torch extra: chapter 9, Lab 9) pinned to the release the course is tested with;
 # on the course machines pip takes its CPU build from the local wheel folder (about 190 MB),
@@ -92,6 +93,12 @@ release: $(STAMP)
 	$(VENV)/bin/kernellab release
 	$(VENV)/bin/kernellab coverage --write
 
+# Lecture decks: one reveal.js deck per chapter in build/slides/, each chapter run first so the
+# deck shows its outputs (a few minutes on 2 cores). The slide breaks are the chapters' own
+# metadata (kernellab/slides.py), which RISE in JupyterLab reads too.
+slides: $(STAMP)
+	$(PY) -m kernellab.slides --execute --out build/slides
+
 # The GPU check: run on a machine with an NVIDIA GPU and numpy, numba, numba-cuda, cupy already
 # installed (no network): it uses the interpreter it finds and the source tree, installs
 # nothing. Every GPU lab's solution graded on the gpu tier, chapter 2's ladder vs cuBLAS, a
@@ -101,4 +108,4 @@ gpu-check:
 	PYTHONPATH=$(CURDIR) KERNELLAB_DEVICE=gpu $(PYTHON) benchmarks/gpu_check.py
 
 clean:
-	rm -rf $(VENV) .kernellab-cache .pytest_cache
+	rm -rf $(VENV) .kernellab-cache .pytest_cache build

@@ -200,7 +200,8 @@ class ArrayInfo:
         shape, dtype, nbytes: of the array.
         digest_start, digest_end: :func:`content_digest` before the launch and after its
             results were written back (``None`` if the launch failed).
-        blank_start: every byte zero, or (floats) every element NaN, before the launch: a
+        blank_start: every byte zero, or (floats) every element the dtype's NaN (the bits of
+            ``np.full(shape, np.nan)``), before the launch: a
             workspace from ``np.zeros``, an output not written yet.
         written: merged byte intervals ``[start, end)`` of the array that the device wrote
             (MTE3 ``data_copy``/``data_copy_pad`` and FIX ``fixpipe``, any block).
@@ -221,8 +222,11 @@ class ArrayInfo:
         self.digest_start = content_digest(array)
         flat = np.ascontiguousarray(array).reshape(-1)
         blank = not flat.view(np.uint8).any()
-        if not blank and is_float(flat.dtype):
-            blank = bool(np.isnan(flat.astype(np.float32)).all())
+        if not blank and is_float(flat.dtype) and flat.size:
+            # every element the dtype's own NaN, bit for bit (np.full(shape, np.nan)): NaNs
+            # with other payloads could carry data
+            nan = np.full(1, np.nan, dtype=flat.dtype).view(np.uint8)
+            blank = bool((flat.view(np.uint8).reshape(flat.size, -1) == nan).all())
         self.blank_start = bool(blank)
         self.digest_end = None
         self.written: list[tuple[int, int]] = []

@@ -100,6 +100,7 @@ def _scalar(name, fn):
            repeat_params=None) -> None:
         c = ctx()
         where = caller_src()
+        scalar = scalar_value(scalar, name, where)
         if repeat_times is not None:        # the repeat form: count is the mask
             s = _f32(np.asarray(scalar, dtype=dst.dtype))
             return repeat.elementwise(name, dst, (src,), count, repeat_times, repeat_params,
@@ -190,13 +191,27 @@ def cast(dst: LocalTensor, src: LocalTensor, round_mode: str, count: int) -> Non
     c.op(V, "cast", ("vec", "unary", nb), where, flops=count)
 
 
+def scalar_value(scalar, name: str, where) -> float | int:
+    """``scalar`` as one Python number (an int, a float or a NumPy scalar: what a scalar
+    register holds). Raises ShapeError for anything else: an array in a scalar's place would
+    move data the vector unit never read."""
+    if isinstance(scalar, (bool, np.bool_)) or np.ndim(scalar) != 0 or not isinstance(
+            scalar, (int, float, np.integer, np.floating)):
+        raise errors.ShapeError(
+            f"{format_src(where)}\n{name}: the scalar operand is one number (a scalar "
+            f"register), got {type(scalar).__name__}{getattr(scalar, 'shape', '')}")
+    return scalar.item() if isinstance(scalar, np.generic) else scalar
+
+
 def duplicate(dst: LocalTensor, scalar, count, repeat_times=None, dst_blk_stride=1,
               dst_rep_stride=8) -> None:
     """``dst[i] = scalar`` for ``i < count`` (V pipe); or ``duplicate(dst, scalar, mask,
     repeat_times, dst_blk_stride, dst_rep_stride)``, the repeat form (Ascend C Duplicate takes
-    the two strides itself; :mod:`kernellab.npu.repeat`)."""
+    the two strides itself; :mod:`kernellab.npu.repeat`). ``scalar`` is one number
+    (:func:`scalar_value`)."""
     c = ctx()
     where = caller_src()
+    scalar = scalar_value(scalar, "duplicate", where)
     if repeat_times is not None:        # the repeat form: count is the mask
         params = repeat.UnaryRepeatParams(dst_blk_stride, 1, dst_rep_stride, 8)
         return repeat.elementwise("duplicate", dst, (), count, repeat_times, params, where,

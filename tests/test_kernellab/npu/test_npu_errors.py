@@ -644,3 +644,31 @@ def test_dma_into_a_vecout_tensor_is_a_queue_protocol_error_not_a_path_error():
     msg = trips(errors.QueueRoleError, gm_into_vecout, line="asc.data_copy(c, x, N)")
     assert "MTE2 writes a VECOUT tensor" in msg and "not the problem" in msg
     assert errors.QueueRoleError.kind == "queue-role"
+
+
+def test_a_scalar_operand_is_one_number_never_an_array():
+    """An array where a scalar register goes would move data the vector unit never read."""
+    for call in (lambda o, a: asc.duplicate(o, np.ones(16, np.float16), 16),
+                 lambda o, a: asc.adds(o, a, np.ones(16, np.float16), 16),
+                 lambda o, a: asc.muls(o, a, np.ones(16, np.float16), 16, 1,
+                                       asc.UnaryRepeatParams())):
+        @asc.kernel(core="aiv")
+        def k(x, fn=call):
+            pipe = asc.TPipe()
+            t = asc.TBuf(P.VECCALC)
+            pipe.init_buffer(t, 64)
+            a, o = t.get(asc.half, 16), t.get_with_offset(asc.half, 16, 32)
+            asc.duplicate(a, np.float16(1.5), 16)          # a NumPy scalar is one number
+            fn(o, a)
+
+        with pytest.raises(errors.ShapeError, match="the scalar operand is one number"):
+            npu.launch(k, 1, (np.zeros(16, np.float16),))
+
+
+def test_only_the_dtypes_own_nan_counts_as_a_blank_array():
+    from kernellab.npu.launch import ArrayInfo
+
+    assert ArrayInfo(0, "w", np.full(8, np.nan, np.float32)).blank_start
+    assert ArrayInfo(0, "w", np.zeros(8, np.float16)).blank_start
+    payload = (np.arange(8, dtype=np.uint32) | 0x7F810000).view(np.float32)  # NaNs with data
+    assert np.isnan(payload).all() and not ArrayInfo(0, "w", payload).blank_start
