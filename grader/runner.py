@@ -118,8 +118,10 @@ class _Session:
     every required function is broken (or the module itself cannot be loaded) does
     :meth:`start` fail."""
 
-    def __init__(self, spec, sub_path: Path, workdir: Path, report: Report):
+    def __init__(self, spec, sub_path: Path, workdir: Path, report: Report, hidden=None):
         self.spec, self.sub_path, self.workdir, self.report = spec, sub_path, workdir, report
+        #: the instructor's hidden-case file: out of the worker's reach (grader.sandbox)
+        self.hidden = [Path(hidden)] if hidden else []
         self.worker: Worker | None = None
         self.deaths = 0
         self.load_error: str | None = None
@@ -151,7 +153,8 @@ class _Session:
                                  # no address-space limit on a GPU: see grader.sandbox.Limits
                                  Limits(memory_bytes=None if tier == "gpu"
                                         else spec.memory_limit_bytes),
-                                 tier=tier)
+                                 tier=tier, writable=[self.sub_path.parent],
+                                 hidden=self.hidden)
         except (OSError, subprocess.SubprocessError) as exc:
             self.worker = None
             self.load_error = (f"the grader could not start its worker process ({exc}); "
@@ -417,7 +420,7 @@ def grade(lab_id: str, submission: str | Path, *, hidden: str | Path | None = No
         (workdir / "src").mkdir()
         sub_path = workdir / "src" / "submission.py"
         sub_path.write_bytes(source.encode("utf-8", errors="surrogatepass"))
-    session = _Session(spec, sub_path, workdir, report)
+    session = _Session(spec, sub_path, workdir, report, hidden)
     try:
         say("loading and compiling the submission …")
         if not session.start():

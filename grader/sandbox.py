@@ -10,18 +10,26 @@ Isolation, as far as a plain process allows (no containers on students' laptops)
 * wall-clock limits per request: loading/compiling, each correctness call, the performance
   phase — each a separate budget, so a 60-second JIT compile never counts as run time.
 
-What it does not do: it is no security boundary against a hostile user on the same machine
-(no seccomp, no network namespace). The static check (:mod:`grader.static_check`) keeps
-submissions to the lab's allowed modules, which closes the ordinary ways out.
+Where the platform offers it, the worker also runs inside an OS sandbox (:func:`os_sandbox`):
+bubblewrap (``bwrap``, Debian's ``bubblewrap`` package; the test target installs it) gives it
+no network (a network namespace of its own), an IPC namespace of its own, the whole filesystem
+read-only except its work directory and the caches it must write (its submission's folder, the
+codegen cache), a private ``/tmp``, the instructor's hidden-case file replaced by an empty one,
+and death with the grader. ``KERNELLAB_SANDBOX=none`` turns it off; ``kernellab doctor`` says
+which is in force. What it does not do: forbid new processes (no seccomp filter; the static
+check (:mod:`grader.static_check`) keeps submissions to the lab's allowed modules, which closes
+the ordinary ways to one), or stand against a hostile user with root on the same machine.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import resource
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +38,49 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+#: bubblewrap's options for every worker (the module docstring says what each gives)
+BWRAP_BASE = ("--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
+              "--tmpfs", "/tmp", "--unshare-net", "--unshare-ipc", "--die-with-parent")
+
+
+@functools.lru_cache(maxsize=1)
+def _bwrap() -> str | None:
+    """The path of a ``bwrap`` that runs a command here (checked once), or None."""
+    exe = shutil.which("bwrap")
+    if not exe:
+        return None
+    try:
+        ok = subprocess.run([exe, *BWRAP_BASE, "--", "/bin/true"], capture_output=True,
+                            timeout=20).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return exe if ok else None
+
+
+def os_sandbox() -> str:
+    """``"bubblewrap"`` when workers run inside it here, else ``"none"`` (resource limits
+    only): no ``bwrap``, one that cannot make namespaces (a container without the
+    privilege), or ``KERNELLAB_SANDBOX=none``."""
+    if os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none":
+        return "none"
+    return "bubblewrap" if _bwrap() else "none"
+
+
+def sandboxed(cmd: list[str], writable=(), hidden=()) -> list[str]:
+    """``cmd`` run inside the OS sandbox when there is one (:func:`os_sandbox`): ``writable``
+    folders bound read-write (created first), each ``hidden`` file replaced by an empty one."""
+    if os_sandbox() != "bubblewrap":
+        return list(cmd)
+    args = [_bwrap(), *BWRAP_BASE]
+    for w in writable:
+        Path(w).mkdir(parents=True, exist_ok=True)
+        args += ["--bind", str(w), str(w)]
+    for h in hidden:
+        if Path(h).exists():
+            args += ["--ro-bind", "/dev/null", str(Path(h).resolve())]
+    return args + ["--", *cmd]
 
 
 class WorkerDied(RuntimeError):
@@ -88,10 +139,12 @@ class Worker:
     MAX_REPLY = 64 << 20  # bytes: a reply is a line of JSON (the measurements at most)
 
     def __init__(self, lab_id: str, submission: Path, workdir: Path, limits: Limits,
-                 cpu_only: bool = False, tier: str | None = None):
+                 cpu_only: bool = False, tier: str | None = None, writable=(), hidden=()):
         """``tier``: the device tier the worker must use, as the grader chose it ("cpu", "sim"
         and "npu" run on the simulator, "gpu" on the GPU); ``cpu_only=True`` is ``tier="cpu"``.
-        None: the worker chooses for itself (a driver probe)."""
+        None: the worker chooses for itself (a driver probe). ``writable``: folders besides
+        ``workdir`` the worker may write (its caches); ``hidden``: files it must not read (the
+        hidden-case file), both for the OS sandbox (:func:`sandboxed`)."""
         self.workdir = workdir
         self.limits = limits
         self.submission = str(submission)
@@ -116,10 +169,15 @@ class Worker:
         env["KERNELLAB_GRADER_MEM"] = str(limits.memory_bytes or 0)  # 0: no limit
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["PYTHONUNBUFFERED"] = "1"
+        from kernellab.codegen import cache_base
+
+        env["KERNELLAB_CACHE_DIR"] = cache_base()  # the same folder, found without writing
+        cmd = sandboxed([sys.executable, "-m", "grader.worker", lab_id, str(submission),
+                         str(workdir), str(req_r), str(resp_w)],
+                        writable=[workdir, cache_base(), *writable], hidden=hidden)
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "grader.worker", lab_id, str(submission), str(workdir),
-                 str(req_r), str(resp_w)],
+                cmd,
                 stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=str(workdir), env=env,
                 pass_fds=(req_r, resp_w), start_new_session=True,
                 preexec_fn=_preexec(limits))
@@ -171,6 +229,8 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.kill()
             rc = self.proc.returncode
+        if rc is not None and rc > 128 and os.path.basename(self.proc.args[0]) == "bwrap":
+            rc = 128 - rc  # bubblewrap exits 128 + N when its child dies of signal N
         if rc is not None and rc < 0:
             sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else -rc
             if sig == "SIGXCPU":
@@ -197,7 +257,7 @@ class Worker:
         if ask and self.proc.poll() is None:
             try:
                 size = path.stat().st_size
-                os.kill(self.proc.pid, signal.SIGUSR1)
+                os.kill(self._python_pid(), signal.SIGUSR1)
             except OSError:
                 return ""
             t_end = time.monotonic() + 1.0
@@ -223,6 +283,17 @@ class Worker:
                 of = "" if fn.startswith("<") else f" of {fn}"  # <module>: top-level code
                 return f" — it was at line {m.group('line')}{of} when it stopped"
         return ""
+
+    def _python_pid(self) -> int:
+        """The worker's Python process: the one started, or bubblewrap's child (signals sent to
+        bubblewrap itself would end the sandbox, not ask for a stack)."""
+        pid = self.proc.pid
+        try:
+            kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return pid
+        return int(kids[0]) if kids and os.path.basename(self.proc.args[0]) == "bwrap" \
+            else pid
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -52,6 +52,7 @@ def collect() -> dict:
                 "peak_formula_fp32": info.formula(np.float32),
                 "measured_peak": measured},
         "blas_kernel": machine.blas_kernel(),
+        "grader_sandbox": _sandbox(),
         "threads": threads.status(),
     }
     facts["simulator_active"] = device.simulator_active()
@@ -62,6 +63,15 @@ def collect() -> dict:
         facts["sim"] = {"options": sim.options(), "gpu_compile": ok, "gpu_compile_note": why,
                         "greenlet": _version("greenlet")}
     return facts
+
+
+def _sandbox() -> str:
+    """The OS sandbox the grader's worker runs in (:func:`grader.sandbox.os_sandbox`)."""
+    try:
+        from grader.sandbox import os_sandbox
+    except ImportError:  # kernellab without the grader beside it
+        return "none"
+    return os_sandbox()
 
 
 def render(f: dict) -> str:
@@ -83,6 +93,10 @@ def render(f: dict) -> str:
                      + ("on (numba-cuda compile_ptx, sm_80)" if f["sim"]["gpu_compile"]
                         else f"unavailable: {f['sim']['gpu_compile_note']}"))
     lines += [
+        f"  grader        worker in {f.get('grader_sandbox', 'none')}"
+        + (" (no network, read-only filesystem but its work folder and caches)"
+           if f.get("grader_sandbox") == "bubblewrap" else
+           " (resource limits only: install bubblewrap for an OS sandbox)"),
         f"  python        {f['python']}",
         f"  numpy         {f['numpy']}",
         f"  numba         {f['numba']}",
