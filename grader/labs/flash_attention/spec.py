@@ -116,6 +116,20 @@ def attention_inputs(rng, B: int, H: int, N: int, d: int, dtype: str, kind: str 
 
 
 
+def compare_attention(data: CaseData, causal: bool, out):
+    """``out`` against the float64 attention of the case's Q, K, V by :func:`rule`, with the
+    diagnosis of a known mistake appended to a failure's message (:mod:`.diagnose`)."""
+    Q, K, V = (data.inputs[k] for k in ("Q", "K", "V"))
+    ref, _ = attention_golden(Q, K, V, causal)
+    policy = rule(Q, K, V, causal, ref)
+    cmp = compare(out, ref, policy, tile=None)
+    if not cmp.ok:
+        hint = diagnose(Q, K, V, causal, out, policy.bounds(ref)[0], cmp.budget_used)
+        if hint:
+            cmp.message += "; " + hint
+    return cmp
+
+
 def attention_limits(p: dict, max_work: int, max_heads: int, why: str = "") -> str | None:
     """Why a hidden attention case with parameters ``p`` is too big (its :func:`hidden_work`
     above ``max_work``, or B*H above ``max_heads``; ``why`` says why a cap exists), or None."""
@@ -244,17 +258,9 @@ class FlashAttention(CudaLab):
         return out
 
     def compare(self, case: Case, data: CaseData, outputs: dict):
-        Q, K, V = (data.inputs[k] for k in ("Q", "K", "V"))
         causal = bool(data.scalars.get("causal", case.params.get("causal", False)))
-        ref, _ = attention_golden(Q, K, V, causal)
-        policy = rule(Q, K, V, causal, ref)
-        out = outputs["O"]
-        cmp = compare(out, ref, policy, tile=None)
-        if not cmp.ok:
-            hint = diagnose(Q, K, V, causal, out, policy.bounds(ref)[0], cmp.budget_used)
-            if hint:
-                cmp.message += "; " + hint
-        elif "replay_Q" in outputs and not np.isnan(outputs["replay_Q"]).all():
+        cmp = compare_attention(data, causal, outputs["O"])
+        if cmp.ok and "replay_Q" in outputs and not np.isnan(outputs["replay_Q"]).all():
             why = replay_problem({k: outputs["replay_" + k] for k in ("Q", "K", "V", "O")},
                                  causal)
             if why:

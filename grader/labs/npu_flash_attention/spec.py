@@ -28,12 +28,10 @@ import numpy as np
 
 from grader.labs._npu import CARD, RUNS, SIMULATOR_INTERNALS, NPULab, last_launch, modelled
 from grader.labs._npu import total_cycles
-from grader.labs.flash_attention.diagnose import diagnose
-from grader.labs.flash_attention.spec import KINDS, attention_inputs, attention_limits, rule
+from grader.labs.flash_attention.spec import (KINDS, attention_inputs, attention_limits,
+                                              compare_attention)
 from grader.rules import Rule
 from grader.spec import CaseData, Flag, OneOf, RuleResult, Whole
-from kernellab.numerics import compare
-from reference_kernels.attention import attention_golden
 
 VISIBLE_SEED = 20261207
 HEAD_DIMS = (64, 128)
@@ -133,17 +131,8 @@ class NPUFlashAttention(NPULab):
         return [("flash_attention", self.case_data(Case("warmup", p, seed=1)))]
 
     def compare(self, case, data: CaseData, outputs: dict):
-        Q, K, V = (data.inputs[k] for k in ("Q", "K", "V"))
         causal = bool(data.scalars.get("causal", case.params.get("causal", False)))
-        ref, _ = attention_golden(Q, K, V, causal)
-        policy = rule(Q, K, V, causal, ref)
-        out = outputs["O"]
-        cmp = compare(out, ref, policy, tile=None)
-        if not cmp.ok:
-            hint = diagnose(Q, K, V, causal, out, policy.bounds(ref)[0], cmp.budget_used)
-            if hint:
-                cmp.message += "; " + hint
-        return cmp
+        return compare_attention(data, causal, outputs["O"])
 
     def work(self, p: dict) -> list:
         return [("cube", useful_flops(p), "multiply-adds of Q K^T and P V (2 FLOP each)"),
