@@ -102,9 +102,9 @@ release: $(STAMP)
 
 # Lecture decks: one reveal.js deck per chapter in build/slides/, each chapter run first so the
 # deck shows its outputs (a few minutes on 2 cores). The slide breaks are the chapters' own
-# metadata (kernellab/slides.py), which RISE in JupyterLab reads too.
+# metadata (grader/slides.py), which RISE in JupyterLab reads too.
 slides: $(STAMP)
-	$(PY) -m kernellab.slides --execute --out build/slides
+	$(PY) -m grader.slides --execute --out build/slides
 
 # The GPU check: run on a machine with an NVIDIA GPU and numpy, numba, numba-cuda, cupy already
 # installed (no network): it uses the interpreter it finds and the source tree, installs

@@ -45,6 +45,19 @@ BWRAP_BASE = ("--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/p
               "--tmpfs", "/tmp", "--unshare-net", "--unshare-ipc", "--die-with-parent")
 
 
+def _needed_under_tmp() -> list[str]:
+    """What the worker must read that may lie under ``/tmp`` (which the sandbox replaces by an
+    empty one): the course checkout and the Python installation (a clone in a temporary
+    folder, as CI makes)."""
+    out = []
+    for p in (_PROJECT_ROOT, Path(sys.prefix), Path(sys.base_prefix),
+              Path(os.path.realpath(sys.executable)).parent):
+        p = Path(os.path.realpath(p))
+        if p.is_relative_to("/tmp") and str(p) not in out:
+            out.append(str(p))
+    return out
+
+
 @functools.lru_cache(maxsize=1)
 def _bwrap() -> str | None:
     """The path of a ``bwrap`` that runs a command here (checked once), or None."""
@@ -74,6 +87,8 @@ def sandboxed(cmd: list[str], writable=(), hidden=()) -> list[str]:
     if os_sandbox() != "bubblewrap":
         return list(cmd)
     args = [_bwrap(), *BWRAP_BASE]
+    for r in _needed_under_tmp():
+        args += ["--ro-bind", r, r]
     for w in writable:
         Path(w).mkdir(parents=True, exist_ok=True)
         args += ["--bind", str(w), str(w)]

@@ -52,7 +52,6 @@ def collect() -> dict:
                 "peak_formula_fp32": info.formula(np.float32),
                 "measured_peak": measured},
         "blas_kernel": machine.blas_kernel(),
-        "grader_sandbox": _sandbox(),
         "threads": threads.status(),
     }
     facts["simulator_active"] = device.simulator_active()
@@ -63,15 +62,6 @@ def collect() -> dict:
         facts["sim"] = {"options": sim.options(), "gpu_compile": ok, "gpu_compile_note": why,
                         "greenlet": _version("greenlet")}
     return facts
-
-
-def _sandbox() -> str:
-    """The OS sandbox the grader's worker runs in (:func:`grader.sandbox.os_sandbox`)."""
-    try:
-        from grader.sandbox import os_sandbox
-    except ImportError:  # kernellab without the grader beside it
-        return "none"
-    return os_sandbox()
 
 
 def render(f: dict) -> str:
@@ -92,11 +82,12 @@ def render(f: dict) -> str:
                      f"{f['sim']['greenlet']}; GPU compile check "
                      + ("on (numba-cuda compile_ptx, sm_80)" if f["sim"]["gpu_compile"]
                         else f"unavailable: {f['sim']['gpu_compile_note']}"))
+    if "grader_sandbox" in f:  # added by `kernellab doctor` (the grader's, not the runtime's)
+        lines.append(f"  grader        worker in {f['grader_sandbox']}"
+                     + (" (no network, read-only filesystem but its work folder and caches)"
+                        if f["grader_sandbox"] == "bubblewrap" else
+                        " (resource limits only: install bubblewrap for an OS sandbox)"))
     lines += [
-        f"  grader        worker in {f.get('grader_sandbox', 'none')}"
-        + (" (no network, read-only filesystem but its work folder and caches)"
-           if f.get("grader_sandbox") == "bubblewrap" else
-           " (resource limits only: install bubblewrap for an OS sandbox)"),
         f"  python        {f['python']}",
         f"  numpy         {f['numpy']}",
         f"  numba         {f['numba']}",

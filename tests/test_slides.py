@@ -1,5 +1,5 @@
-"""Lecture decks (:mod:`kernellab.slides`): every chapter carries the slide metadata the rule
-gives (a chapter edited without it fails here: ``python -m kernellab.slides --mark``), opens
+"""Lecture decks (:mod:`grader.slides`): every chapter carries the slide metadata the rule
+gives (a chapter edited without it fails here: ``python -m grader.slides --mark``), opens
 with a title slide and a slide per section, skips its sources, and converts to a reveal.js
 deck with a section per slide (``make slides`` does every chapter, run first)."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from kernellab import slides
+from grader import slides
 
 CHAPTERS = sorted(slides.CHAPTERS.glob("*.ipynb"))
 
@@ -20,7 +20,7 @@ CHAPTERS = sorted(slides.CHAPTERS.glob("*.ipynb"))
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_each_chapter_carries_the_slide_metadata_of_the_rule(path):
     nb = nbformat.read(path, as_version=4)
-    assert not slides.mark(copy.deepcopy(nb)), f"run python -m kernellab.slides --mark {path}"
+    assert not slides.mark(copy.deepcopy(nb)), f"run python -m grader.slides --mark {path}"
     kinds = [c.metadata["slideshow"]["slide_type"] for c in nb.cells]
     assert kinds[0] == "slide" and kinds.count("slide") >= 3
     for c, k in zip(nb.cells, kinds):

@@ -6,10 +6,10 @@ The rule (:func:`slide_type`): the chapter's first cell and every ``## `` sectio
 every ``### `` subsection a sub-slide (reveal.js's vertical stack), the "Sources" and
 "Appendix" sections are skipped, and every other cell joins the slide above it. A chapter whose
 committed metadata differs from the rule fails ``tests/test_slides.py``; ``python -m
-kernellab.slides --mark`` writes it.
+grader.slides --mark`` writes it.
 
-    python -m kernellab.slides --mark            # the metadata, into chapters/*.ipynb
-    python -m kernellab.slides [--execute] [--out build/slides] [CHAPTER ...]
+    python -m grader.slides --mark            # the metadata, into chapters/*.ipynb
+    python -m grader.slides [--execute] [--out build/slides] [CHAPTER ...]
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def write_deck(path: Path, out_dir: Path, execute: bool = False) -> Path:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernellab.slides",
+    ap = argparse.ArgumentParser(prog="python -m grader.slides",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("chapters", nargs="*", type=Path, help="chapter notebooks (default: all)")
     ap.add_argument("--mark", action="store_true", help="write the slide metadata into the "
