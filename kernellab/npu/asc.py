@@ -65,7 +65,7 @@ import numpy as np
 
 from kernellab.npu import errors, runtime
 from kernellab.npu.machine import platform_info as _platform_info
-from kernellab.npu.record import FIX, M, MTE1, MTE2, MTE3, PIPES, V, caller_src, format_src
+from kernellab.npu.record import PIPE_BY_NAME, PIPES, caller_src, format_src
 from kernellab.npu.runtime import QUEUE_PIPES, ctx, short
 from kernellab.npu.repeat import (BinaryRepeatParams, BrcbRepeatParams, UnaryRepeatParams,
                                   block_reduce_max, block_reduce_sum, brcb, whole_reduce_max,
@@ -495,8 +495,7 @@ class TBuf:
 PIPE_ALL = "PIPE_ALL"
 PIPE_S, PIPE_MTE2, PIPE_MTE1, PIPE_M, PIPE_V, PIPE_MTE3, PIPE_FIX = (
     "PIPE_S", "PIPE_MTE2", "PIPE_MTE1", "PIPE_M", "PIPE_V", "PIPE_MTE3", "PIPE_FIX")
-_ONE_PIPE = {PIPE_MTE2: MTE2, PIPE_MTE1: MTE1, PIPE_M: M, PIPE_V: V, PIPE_MTE3: MTE3,
-             PIPE_FIX: FIX}
+_ONE_PIPE = {k: v for k, v in PIPE_BY_NAME.items() if k != PIPE_S}   # a barrier's one pipe
 
 
 def pipe_barrier(pipe=PIPE_ALL) -> None:

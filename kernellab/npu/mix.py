@@ -40,8 +40,10 @@ import bisect
 from collections import deque
 
 from kernellab.npu import errors, runtime
-from kernellab.npu.record import PIPES, SET, WAIT, Record, caller_src, format_src
+from kernellab.npu.record import (PIPE_BY_NAME, PIPES, SET, WAIT, Record, caller_src,
+                                  format_src)
 from kernellab.npu.runtime import BlockContext, ctx, short
+from kernellab.npu.sync import CORE_PIPES
 
 __all__ = ["CROSS_FLAG_IDS", "MAX_PENDING", "MEMBERS", "MixGroup", "cross_core_set_flag",
            "cross_core_wait_flag", "run_block"]
@@ -141,10 +143,7 @@ class MixGroup:
             self._yield()
         self.blocked.pop(c.member, None)
         snap, uids = self._counter[key].popleft()
-        v = c.vc[pipe]
-        for q, clk in enumerate(snap):
-            if clk > v[q]:
-                v[q] = clk
+        c.merge(pipe, snap)
         c.records.append(Record(pipe, WAIT, "cross_core_wait_flag", c.calls, None,
                                 ("XWAIT", uids), src=short(src)))
 
@@ -278,9 +277,6 @@ def run_block(fn, args, machine, block_idx, block_num, bufs, strict, auto_sync):
     return group.members
 
 
-_PIPE_NAMES = {"PIPE_" + name: i for i, name in enumerate(PIPES)}
-
-
 def _check(c, flag_id, pipe, what, src) -> int:
     """The pipe index of ``pipe`` (``asc.PIPE_FIX`` ...). Raises EventError (module
     docstring)."""
@@ -293,10 +289,8 @@ def _check(c, flag_id, pipe, what, src) -> int:
             not 0 <= flag_id < CROSS_FLAG_IDS:
         raise errors.EventError(f"{format_src(src)}\n{what}({flag_id!r}): cross-core flag IDs "
                                 f"are ints from 0 to {CROSS_FLAG_IDS - 1}")
-    from kernellab.npu.sync import CORE_PIPES
-
     have = CORE_PIPES[c.core_type]
-    p = _PIPE_NAMES.get(pipe) if isinstance(pipe, str) else None
+    p = PIPE_BY_NAME.get(pipe) if isinstance(pipe, str) else None
     if p not in have:
         raise errors.EventError(
             f"{format_src(src)}\n{what}({flag_id}, pipe={pipe!r}): the pipe must be one of an "

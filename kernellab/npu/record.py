@@ -17,11 +17,15 @@ import linecache
 import os
 import sys
 
-__all__ = ["PIPES", "S", "MTE2", "MTE1", "M", "V", "MTE3", "FIX", "OP", "SET", "WAIT",
+__all__ = ["PIPES", "PIPE_BY_NAME", "S", "MTE2", "MTE1", "M", "V", "MTE3", "FIX", "OP", "SET",
+           "WAIT",
            "Record", "caller_src", "format_src"]
 
 PIPES = ("S", "MTE2", "MTE1", "M", "V", "MTE3", "FIX")
 S, MTE2, MTE1, M, V, MTE3, FIX = range(7)
+
+PIPE_BY_NAME = {"PIPE_" + name: i for i, name in enumerate(PIPES)}
+"""Ascend C's pipe names (``asc.PIPE_V`` ...) -> index into :data:`PIPES`."""
 
 OP, SET, WAIT = 0, 1, 2
 """Record kinds: an instruction that occupies its pipe, a ``set_flag``, a ``wait_flag``."""

@@ -195,17 +195,21 @@ class BlockContext:
     def wait_flag(self, pipe, key, src) -> None:
         snaps = self._flag_vc.get(key)
         if snaps:
-            v = self.vc[pipe]
-            snap = snaps.popleft()
-            for q, clk in enumerate(snap):
-                if clk > v[q]:
-                    v[q] = clk
-            # what the setter was ordered after of this pipe's own instructions (V_V, or a
-            # chain V -> MTE3 -> V) is ordered before this pipe's later ones
-            if snap[self.g + pipe] > self.fence[pipe]:
-                self.fence[pipe] = snap[self.g + pipe]
+            self.merge(pipe, snaps.popleft())
         self.records.append(Record(pipe, WAIT, "wait_flag", self.calls, None, key,
                                    src=short(src)))
+
+    def merge(self, pipe, snap) -> None:
+        """``pipe`` waited for a set whose setter's clocks were ``snap`` (this core's or, in a
+        mix group, another core's): it is ordered after everything they count."""
+        v = self.vc[pipe]
+        for q, clk in enumerate(snap):
+            if clk > v[q]:
+                v[q] = clk
+        # what the setter was ordered after of this pipe's own instructions (V_V, or a chain
+        # V -> MTE3 -> V, or through another core) is ordered before this pipe's later ones
+        if snap[self.g + pipe] > self.fence[pipe]:
+            self.fence[pipe] = snap[self.g + pipe]
 
     def user_set(self, pipe, key, src) -> None:
         """A kernel's own ``set_flag`` (:mod:`kernellab.npu.sync`)."""
