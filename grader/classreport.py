@@ -80,21 +80,13 @@ def summary_line(rep) -> str:
 
 def _groups(reports) -> list[str]:
     """The case groups a class's reports have: the required functions when a lab has several."""
-    fns = []
-    for r in reports:
-        for f in r.functions:
-            if f not in fns:
-                fns.append(f)
+    fns = list(dict.fromkeys(f for r in reports for f in r.functions))
     return fns if len(fns) > 1 else []
 
 
 def _rule_names(reports) -> list[str]:
-    names = []
-    for r in reports:
-        for x in r.rules:
-            if x.name not in names:
-                names.append(x.name)
-    return names
+    """The rules any report has, in first-seen order."""
+    return list(dict.fromkeys(x.name for r in reports for x in r.rules))
 
 
 def rows(reports) -> tuple[list[str], list[dict]]:

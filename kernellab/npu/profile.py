@@ -92,37 +92,31 @@ def pipe_utilization(res) -> list[dict]:
 
 def memory(res) -> list[dict]:
     """One row per block and core: bytes and bandwidth per data path (module docstring)."""
-    spans = _spans(res)
-    per_us = res.machine.freq_mhz
     from kernellab.npu.mix import MEMBERS
 
+    spans = _spans(res)
     members = MEMBERS if res.core_type == "mix" else (None,)
-    cores = {}
-    for b, core in spans:  # (block, member) -> the physical core it ran on
-        cores[(b, core % len(members))] = core
+    n = len(members)
+    groups = max(1, len(res.per_core) // n)  # block b ran on group b % groups (core m of it)
     rows = []
     for b in range(res.block_dim):
         for m, member in enumerate(members):
-            core = cores.get((b, m))
+            core = (b % groups) * n + m
             lo, hi = spans.get((b, core), (0, 0))
+            secs = (hi - lo) / res.machine.freq_mhz / 1e6
             by_path: dict[str, int] = {}
             for r in res.records(b, member):
                 if r.path is not None:
                     by_path[r.path] = by_path.get(r.path, 0) + r.nbytes
-            name_ = (res.trace.core_name(core) if core is not None
-                     else member or f"{res.core_type}{b}")
-            rows.append(_memory_row(b, name_, by_path, (hi - lo) / per_us / 1e6))
+            row = {"block_id": b, "sub_block_id": res.trace.core_name(core)}
+            for p in _PATHS:
+                if p in by_path:
+                    name = p.replace("->", "_to_")
+                    row[f"{name}_datas(KB)"] = round(by_path[p] / 1024, 3)
+                    row[f"{name}_bw(GB/s)"] = (round(by_path[p] / secs / 1e9, 3) if secs
+                                               else 0.0)
+            rows.append(row)
     return rows
-
-
-def _memory_row(b, core_name, by_path, secs) -> dict:
-    row = {"block_id": b, "sub_block_id": core_name}
-    for p in _PATHS:
-        if p in by_path:
-            name = p.replace("->", "_to_")
-            row[f"{name}_datas(KB)"] = round(by_path[p] / 1024, 3)
-            row[f"{name}_bw(GB/s)"] = round(by_path[p] / secs / 1e9, 3) if secs else 0.0
-    return row
 
 
 def write_csv(res, folder) -> list[Path]:
