@@ -16,10 +16,12 @@ export OMP_WAIT_POLICY ?= passive
 export OPENBLAS_THREAD_TIMEOUT ?= 4
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 LAB_PORT ?= 8888
+# the folder JupyterLab serves (the browser test serves a temporary copy)
+LAB_ROOT ?= $(CURDIR)
 LAB_ARGS ?=
 
 .PHONY: lab check lint test bench bench-verdicts bench-sim bench-npu gpu-check release install \
-	slides clean
+	slides book clean
 
 # PyTorch (the torch extra: chapter 9, Lab 9) pinned to the release the course is tested with;
 # on the course machines pip takes its CPU build from the local wheel folder (about 190 MB),
@@ -29,7 +31,7 @@ TORCH_VERSION ?= 2.13.0
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[lab,test,torch]' 'torch==$(TORCH_VERSION)'
+	$(PY) -m pip install --quiet -e '.[lab,test,torch,book]' 'torch==$(TORCH_VERSION)'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -45,7 +47,7 @@ $(LAB_SETTINGS): | $(STAMP)
 
 lab: $(STAMP) $(LAB_SETTINGS)
 	$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(LAB_PORT) $(ROOT_FLAG) \
-	    --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/START_HERE.md $(LAB_ARGS)
+	    --ServerApp.root_dir=$(LAB_ROOT) --LabApp.default_url=/lab/tree/START_HERE.md $(LAB_ARGS)
 
 # The smoke run (grader/smoke.py): installed and importable, chapter 1's first cell in a
 # Jupyter kernel, one lab's solution graded; one line of verdict, non-zero on failure.
@@ -70,14 +72,29 @@ lint: $(STAMP)
 # the test target installs it where it can (root and apt), and says so where it cannot
 SANDBOX_TOOL := $(shell command -v bwrap)
 
+# Chromium (Debian's package) for the browser tests (marker ``site``, tests/test_site/): the
+# test target installs it the same way, and they are skipped, saying why, where it cannot.
+BROWSER := $(shell command -v chromium || command -v chromium-browser || command -v google-chrome)
+
 test: $(STAMP)
 	@test -n "$(SANDBOX_TOOL)" || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	    apt-get install -y -q bubblewrap >/dev/null 2>&1; } || \
 	    echo "bubblewrap not installed: the grader's worker runs with resource limits only"
+	@test -n "$(BROWSER)" || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    apt-get install -y -q chromium >/dev/null 2>&1; } || \
+	    echo "Chromium not installed: the browser tests are skipped"
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env \
-	    --durations=20 -p no:cacheprovider -m "not timed" tests solutions chapters
+	    --durations=20 -p no:cacheprovider -m "not timed and not site" tests solutions chapters
 	$(PY) -m pytest -q --durations=10 -p no:cacheprovider -m timed tests
+	KERNELLAB_SITE_FROM_CACHE=1 $(PY) -m pytest -q --durations=5 -p no:cacheprovider -m site tests
+
+# The course site: chapters executed through jupyter-cache (.kernellab-cache/book/, keyed by
+# their code: after make test, or after one edit, only what changed runs), rendered by Sphinx
+# + myst-nb (book/conf.py) into build/book/; open build/book/index.html.
+book: $(STAMP)
+	$(PY) -m sphinx -b html -q -c book . build/book
+	@echo "the site: $(CURDIR)/build/book/index.html"
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_gemm_cpu.py
