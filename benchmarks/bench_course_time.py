@@ -3,7 +3,10 @@
 The figures START_HERE.md's "How long" table quotes, re-measured on this machine:
 
 * **chapter**: the wall time of ``jupyter nbconvert --to notebook --execute`` of each
-  ``chapters/*.ipynb`` (the executed copy goes to a temporary folder; the chapter is untouched);
+  ``chapters/*.ipynb`` (the executed copy goes to a temporary folder; the chapter is untouched),
+  and its slowest cell, from the execution times nbclient records in the executed copy's cell
+  metadata (``execution``: ``iopub.execute_input`` to ``shell.execute_reply``); a cell over
+  :data:`LECTURE_CELL_S` is flagged, since a lecture demo should not wait longer on one;
 * **grading**: the wall time of ``kernellab grade LAB solutions/<notebook> --quiet`` for each lab
   of :data:`grader.labs.LABS` (the lab's own solution; the first grading of a ``sim`` lab also
   measures the baseline kernel it compares with, so it is slower than the next).
@@ -38,6 +41,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 OUT = ROOT / "benchmarks" / "results" / "course_time.json"
 TIMEOUT_S = 1800
+#: the longest a chapter cell should take on the course machine (a lecture demo waits on it)
+LECTURE_CELL_S = 10.0
 
 
 def _timed(cmd: list[str]) -> dict:
@@ -52,6 +57,25 @@ def _timed(cmd: list[str]) -> dict:
     except subprocess.TimeoutExpired:
         ok, tail = False, f"timed out after {TIMEOUT_S} s"
     return {"seconds": time.perf_counter() - t0, "ok": ok, "tail": "" if ok else tail}
+
+
+def slowest_cell(executed: Path) -> dict | None:
+    """The slowest code cell of an executed notebook: {"cell": code-cell index, "seconds"},
+    from the timestamps nbclient records (None when there are none)."""
+    import nbformat
+    from datetime import datetime as dt
+
+    nb = nbformat.read(str(executed), as_version=4)
+    best = None
+    for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        t = cell.metadata.get("execution", {})
+        if "iopub.execute_input" in t and "shell.execute_reply" in t:
+            secs = (dt.fromisoformat(t["shell.execute_reply"].replace("Z", "+00:00"))
+                    - dt.fromisoformat(t["iopub.execute_input"].replace("Z", "+00:00"))
+                    ).total_seconds()
+            if best is None or secs > best["seconds"]:
+                best = {"cell": i, "seconds": secs}
+    return best
 
 
 def chapters() -> list[Path]:
@@ -125,8 +149,19 @@ def main(argv=None) -> int:
                 continue
             cmd = [py, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
                    "--output-dir", tmp, str(ch)]
-            result["chapters"][ch.name] = [_timed(cmd) for _ in range(args.runs)]
-            print(f"chapter {ch.name}: {_span(result['chapters'][ch.name])}", flush=True)
+            runs = []
+            for _ in range(args.runs):
+                runs.append(_timed(cmd))
+                executed = Path(tmp) / ch.name
+                runs[-1]["slowest_cell"] = slowest_cell(executed) if executed.is_file() else None
+                executed.unlink(missing_ok=True)
+            result["chapters"][ch.name] = runs
+            slow = max((r["slowest_cell"] for r in runs if r["slowest_cell"]),
+                       key=lambda c: c["seconds"], default=None)
+            note = "" if slow is None else (
+                f"; slowest cell: code cell {slow['cell']}, {slow['seconds']:.1f} s"
+                + (f" (over {LECTURE_CELL_S:.0f} s)" if slow["seconds"] > LECTURE_CELL_S else ""))
+            print(f"chapter {ch.name}: {_span(runs)}{note}", flush=True)
     for lab_id, notebook, why in labs():
         if want is not None and lab_id not in want:
             continue
