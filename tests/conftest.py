@@ -8,31 +8,15 @@ holds the tests the NPU labs share and carries their markers. A test whose verdi
 wall-clock ratios measured on this machine's CPU (a cpu lab's performance phase) is marked
 ``timed``: ``make test`` runs those last, alone, so that no other test's load slows one side of a
 ratio; the rest of a lab's tests run beside the others. The helper modules the tests
-import (known, one_lab_course, notebook_rules) sit in tests/, which pytest puts on sys.path
-because this file is there."""
+import (known, one_lab_course, notebook_rules, lab_markers, browser) sit in tests/, which
+pytest puts on sys.path because this file is there."""
 
 import os
 import sys
 import tempfile
-from pathlib import Path
 
 import pytest
-
-LABS_DIR = Path(__file__).resolve().parent / "test_grader" / "labs"
-#: test folders that hold more than one lab's tests
-SHARED = {"npu": ("npu_vector_add", "npu_matmul", "npu_rmsnorm", "npu_flash_attention")}
-
-
-def lab_markers(path: Path) -> tuple[str, ...]:
-    """The lab markers of the test file at ``path``: none outside tests/test_grader/labs/<lab>/."""
-    try:
-        rel = Path(path).resolve().relative_to(LABS_DIR)
-    except ValueError:
-        return ()
-    if len(rel.parts) < 2:
-        return ()
-    return SHARED.get(rel.parts[0], (rel.parts[0],))
-
+from lab_markers import lab_markers
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
