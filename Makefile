@@ -86,8 +86,8 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env \
 	    --durations=20 -p no:cacheprovider -m "not timed and not site" tests solutions chapters
-	$(PY) -m pytest -q --durations=10 -p no:cacheprovider -m timed tests
 	KERNELLAB_SITE_FROM_CACHE=1 $(PY) -m pytest -q --durations=5 -p no:cacheprovider -m site tests
+	$(PY) -m pytest -q --durations=10 -p no:cacheprovider -m timed tests
 
 # The course site: chapters executed through jupyter-cache (.kernellab-cache/book/, keyed by
 # their code: after make test, or after one edit, only what changed runs), rendered by Sphinx
