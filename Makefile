@@ -74,7 +74,8 @@ SANDBOX_TOOL := $(shell command -v bwrap)
 
 # Chromium (Debian's package) for the browser tests (marker ``site``, tests/test_site/): the
 # test target installs it the same way, and they are skipped, saying why, where it cannot.
-BROWSER := $(shell command -v chromium || command -v chromium-browser || command -v google-chrome)
+BROWSER := $(or $(KERNELLAB_CHROMIUM),$(shell command -v chromium || \
+	command -v chromium-browser || command -v google-chrome))
 
 test: $(STAMP)
 	@test -n "$(SANDBOX_TOOL)" || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \

@@ -5,13 +5,15 @@ without an error goes into the course site's jupyter-cache (:mod:`book.site`), s
 nbval keeps each cell's outputs in ``IPyNbCell.test_outputs`` (nbval 0.11, ``plugin.py``); the
 notebook is put together from them in cell order, with execution counts 1, 2, ... as a fresh run
 gives, and stored with ``JupyterCacheBase.cache_notebook_bundle``. The record's data holds the
-run's seconds, in total (the field myst-nb reads) and per cell, for the site's tests. A
-chapter with a failed or skipped cell is not cached.
+run's seconds, in total (the field myst-nb reads) and per cell. A chapter with a failed or
+skipped cell is not cached, and a chapter that cannot be stored (a read-only checkout, a cache
+of another jupyter-cache version) is left out with a warning: the site then runs it itself.
 """
 
 from __future__ import annotations
 
 import fcntl
+import warnings
 from pathlib import Path
 
 import pytest
@@ -44,8 +46,12 @@ def pytest_runtest_makereport(item, call):
     cells[item.cell_num] = (list(item.test_outputs), call.duration)
     n_code = sum(c.cell_type == "code" for c in item.parent.nb.cells)
     if len(cells) == n_code and path not in _broken:
-        _store(path, item.parent.nb, cells)
         del _runs[path]
+        try:
+            _store(path, item.parent.nb, cells)
+        except Exception as exc:  # the tests' verdicts stand; only the site loses a shortcut
+            warnings.warn(f"{path.name} not stored in the site's cache ({cache_path()}): "
+                          f"{type(exc).__name__}: {exc}", stacklevel=1)
 
 
 def _store(path: Path, nb, cells: dict[int, tuple[list, float]]) -> None:
