@@ -118,8 +118,9 @@ release: $(STAMP)
 	$(VENV)/bin/kernellab release
 	$(VENV)/bin/kernellab coverage --write
 
-# Lecture decks: one reveal.js deck per chapter in build/slides/, each chapter run first so the
-# deck shows its outputs (a few minutes on 2 cores). The slide breaks are the chapters' own
+# Lecture decks: one reveal.js deck per chapter in build/slides/, with its outputs: the site's
+# cached run of the same code (after make test or make book), else the chapter run now (a few
+# minutes on 2 cores). The slide breaks are the chapters' own
 # metadata (grader/slides.py), which RISE in JupyterLab reads too.
 slides: $(STAMP)
 	$(PY) -m grader.slides --execute --out build/slides

@@ -1,6 +1,8 @@
 """Lecture decks from the chapters: each chapter's cells carry Jupyter's ``slideshow`` metadata
 (what RISE in JupyterLab and ``jupyter nbconvert --to slides`` read), and ``make slides``
-writes one reveal.js deck per chapter into ``build/slides/``.
+writes one reveal.js deck per chapter into ``build/slides/``, with the outputs of the course
+site's cached run where the chapter's code matches it (after ``make test`` or ``make book``),
+else running the chapter.
 
 The rule (:func:`slide_type`): the chapter's first cell and every ``## `` section open a slide,
 every ``### `` subsection a sub-slide (reveal.js's vertical stack), the "Sources" and
@@ -55,18 +57,35 @@ def mark(nb) -> bool:
     return changed
 
 
+def _site_cached(nb):
+    """``nb`` with the outputs of the course site's cached run of the same code (``make test``
+    and ``make book`` fill it: book/site.py), or None when there is none (or no book extra)."""
+    try:
+        from book.site import open_cache
+        cache = open_cache()
+        cache.match_cache_notebook(nb)
+    except (ImportError, KeyError):
+        return None
+    return cache.merge_match_into_notebook(nb)[1]
+
+
 def write_deck(path: Path, out_dir: Path, execute: bool = False) -> Path:
-    """A reveal.js deck of the chapter at ``path`` (its cells run first when ``execute``) in
-    ``out_dir``; returns the HTML file. Raises nbconvert's errors (a cell that fails)."""
+    """A reveal.js deck of the chapter at ``path`` (with ``execute``, its outputs: those of the
+    course site's cached run of the same code, else its cells run now) in ``out_dir``; returns
+    the HTML file. Raises nbconvert's errors (a cell that fails)."""
     import nbformat
     from nbconvert import SlidesExporter
 
     nb = nbformat.read(path, as_version=4)
     if execute:
-        from nbclient import NotebookClient
+        cached = _site_cached(nb)
+        if cached is not None:
+            nb = cached
+        else:
+            from nbclient import NotebookClient
 
-        NotebookClient(nb, timeout=600, resources={"metadata": {"path": str(path.parent)}}
-                       ).execute()
+            NotebookClient(nb, timeout=600, resources={"metadata": {"path": str(path.parent)}}
+                           ).execute()
     body, _ = SlidesExporter().from_notebook_node(nb)
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / (path.stem + ".slides.html")

@@ -40,3 +40,24 @@ def test_a_chapter_converts_to_a_deck_with_a_section_per_slide(tmp_path):
     n = kinds.count("slide") + kinds.count("subslide")
     assert n <= page.count("<section") <= n + kinds.count("slide")
     assert "Reveal.initialize" in page and Path(out).name == f"{path.stem}.slides.html"
+
+
+def test_a_deck_takes_the_outputs_of_the_sites_cached_run(tmp_path, monkeypatch):
+    """With the site's cache holding a run of the same code, the deck shows that run's outputs
+    and the chapter is not run again (its cached output differs from what running prints)."""
+    jc = pytest.importorskip("jupyter_cache.base")
+    monkeypatch.setenv("KERNELLAB_BOOK_CACHE", str(tmp_path / "cache"))
+    from book.site import open_cache
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('run now')")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    path = tmp_path / "ch.ipynb"
+    nbformat.write(nb, path)
+    ran = nbformat.read(path, as_version=4)
+    ran.cells[0].execution_count = 1
+    ran.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                                   text="from the cache\n")]
+    open_cache().cache_notebook_bundle(jc.CacheBundleIn(ran, str(path)))
+    html = slides.write_deck(path, tmp_path / "out", execute=True).read_text()
+    assert "from the cache" in html
