@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from kernellab.sim.ptx.cache import clear_cache
 from kernellab.sim.ptx.compile import (
-    DEFAULT_CC, PTXResult, close, compile_kernel, kernel_resources, ptx_available,
+    DEFAULT_CC, PTXResult, close, compile_kernel, kernel_resources, prepare, ptx_available,
 )
 from kernellab.sim.ptx.counts import COUNT_KEYS, static_counts
 from kernellab.sim.ptx.helper import COMPILE_TIMEOUT_S, _helper  # noqa: F401  (tests read it)
@@ -36,7 +36,7 @@ from kernellab.sim.ptx.signature import signature_of
 __all__ = [
     "DEFAULT_CC", "PTXResult", "PTXToolError", "compile_kernel", "kernel_resources",
     "signature_of", "static_counts",
-    "ptx_available", "close", "clear_cache", "trim_compiler_message", "COUNT_KEYS",
+    "ptx_available", "prepare", "close", "clear_cache", "trim_compiler_message", "COUNT_KEYS",
     "COMPILE_TIMEOUT_S", "MAX_MESSAGE_CHARS",
 ]
 

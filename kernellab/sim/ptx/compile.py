@@ -257,6 +257,12 @@ def ptx_available() -> tuple[bool, str]:
     return _available[0]
 
 
+def prepare() -> None:
+    """Start the compile helper's stand-in now, for a process about to forbid itself new
+    processes (:meth:`kernellab.sim.ptx.helper._Helper.prepare`). Idempotent."""
+    _helper.prepare()
+
+
 def close() -> None:
     """Stop the compile helper (it restarts on the next compile) and forget a failed start.
     Idempotent."""

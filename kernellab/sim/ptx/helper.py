@@ -4,9 +4,13 @@ In a ``sim``-tier process ``numba.cuda`` *is* the simulator (``NUMBA_ENABLE_CUDA
 once, at import; the simulator's ``compile_ptx`` is ``None``), so compilation happens in a
 helper subprocess (:mod:`kernellab.sim.ptx.child`): started lazily, kept alive between kernels,
 closed at exit (:meth:`_Helper.close`, idempotent; a helper that failed to start is not retried
-until it is closed). If the helper dies during a request it is restarted once (with a
-:class:`RuntimeWarning` carrying the tail of its stderr); a second death, or no reply within
-:data:`COMPILE_TIMEOUT_S`, raises :class:`~kernellab.sim.ptx.messages.PTXToolError`.
+until it is closed). A process that will forbid itself new processes (the grader's worker,
+:mod:`grader.process_filter`) calls :meth:`_Helper.prepare` first: a stand-in, ``/bin/sh``
+waiting on a pipe, becomes the helper (``exec``) on the first compile, so the start costs a
+shell, not a helper, when every kernel is in the PTX cache. If the helper dies during a
+request it is restarted once (with a :class:`RuntimeWarning` carrying the tail of its
+stderr); a second death, or no reply within :data:`COMPILE_TIMEOUT_S`, raises
+:class:`~kernellab.sim.ptx.messages.PTXToolError`.
 """
 
 from __future__ import annotations
@@ -61,13 +65,59 @@ class _Helper:
         self.restarts = 0
         self._owner_pid = None
         self._start_error: PTXToolError | None = None  # sticky until close()
+        self._standin = None  # (Popen of the waiting shell, its stderr file)
 
     def _forget_if_forked(self):
         """After a fork the helper's pipes belong to the parent: start our own helper."""
-        if self._proc is not None and self._owner_pid != os.getpid():
+        if self._owner_pid != os.getpid() and (self._proc is not None
+                                               or self._standin is not None):
             self._proc = None
             self._stderr = None
+            self._standin = None
             self.info = None
+
+    @staticmethod
+    def _env() -> dict:
+        env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+        # intrinsics numba-cuda lacks (cuda.dp4a), installed in the helper from this file
+        env["KERNELLAB_CUDA_EXT"] = str(Path(__file__).resolve().parents[2] / "cuda_ext.py")
+        return env
+
+    def prepare(self) -> None:
+        """Start now the stand-in that becomes the helper on the first compile (module
+        docstring). A no-op while a helper or a stand-in runs."""
+        with self._lock:
+            self._forget_if_forked()
+            if self._alive() or self._standin is not None:
+                return
+            stderr = tempfile.TemporaryFile()
+            try:
+                # the shell reads one line of the helper's stdin (a pipe: byte by byte, so
+                # nothing after it), then execs the helper on the same pipes; `read` fails at
+                # the end of the pipe, so a stand-in whose parent exits never starts it
+                proc = subprocess.Popen(
+                    ["/bin/sh", "-c", 'read -r _ && exec "$@"', "kernellab-ptx-helper",
+                     *_child_command()],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                    env=self._env(), close_fds=True)
+            except OSError:
+                stderr.close()
+                return  # the first compile starts the helper the usual way
+            self._owner_pid = os.getpid()
+            self._standin = (proc, stderr)
+
+    def _drop_standin(self):
+        standin, self._standin = self._standin, None
+        if standin is None:
+            return
+        proc, stderr = standin
+        for f in (proc.stdin, proc.stdout):  # the shell's `read` sees the end and exits
+            f.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            proc.kill()
+        stderr.close()
 
     def _start(self):
         if self._start_error is not None:
@@ -83,13 +133,26 @@ class _Helper:
         if self._stderr is not None:
             self._stderr.close()
         self._owner_pid = os.getpid()
-        env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-        # intrinsics numba-cuda lacks (cuda.dp4a), installed in the helper from this file
-        env["KERNELLAB_CUDA_EXT"] = str(Path(__file__).resolve().parents[2] / "cuda_ext.py")
-        self._stderr = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen(
-            _child_command(), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=self._stderr, env=env, close_fds=True)
+        standin, self._standin = self._standin, None
+        if standin is not None and standin[0].poll() is None:
+            self._proc, self._stderr = standin
+            try:  # the line the shell waits for: it execs the helper on its pipes
+                self._proc.stdin.write(b"go\n")
+                self._proc.stdin.flush()
+            except OSError:
+                pass  # it died just now: the hello below says so
+        else:
+            if standin is not None:
+                self._standin = standin
+                self._drop_standin()
+            self._stderr = tempfile.TemporaryFile()
+            try:
+                self._proc = subprocess.Popen(
+                    _child_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    stderr=self._stderr, env=self._env(), close_fds=True)
+            except OSError as exc:  # e.g. a process that forbade itself new ones
+                raise PTXToolError(f"the GPU compile helper could not be started: {exc}") \
+                    from None
         self.starts += 1
         try:
             reply = self._exchange({"op": "hello", "sys_path": list(sys.path)})
@@ -208,6 +271,7 @@ class _Helper:
         with self._lock:
             self._start_error = None
             self._forget_if_forked()
+            self._drop_standin()
             proc = self._proc
             if proc is None:
                 return
