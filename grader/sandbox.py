@@ -16,9 +16,9 @@ no network (a network namespace of its own), an IPC namespace of its own, the wh
 read-only except its work directory and the caches it must write (its submission's folder, the
 codegen cache), a private ``/tmp``, the instructor's hidden-case file replaced by an empty one,
 and death with the grader. ``KERNELLAB_SANDBOX=none`` turns it off; ``kernellab doctor`` says
-which is in force. What it does not do: forbid new processes (no seccomp filter; the static
-check (:mod:`grader.static_check`) keeps submissions to the lab's allowed modules, which closes
-the ordinary ways to one), or stand against a hostile user with root on the same machine.
+which is in force. The worker then forbids itself new processes (:mod:`grader.process_filter`,
+a seccomp filter; not on the gpu tier, nor for a lab whose grading runs programs itself).
+What it does not do: stand against a hostile user with root on the same machine.
 """
 
 from __future__ import annotations
@@ -79,6 +79,23 @@ def os_sandbox() -> str:
     if os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none":
         return "none"
     return "bubblewrap" if _bwrap() else "none"
+
+
+def new_processes() -> str:
+    """Whether the worker may start processes, in words for ``kernellab doctor``: refused by
+    :mod:`grader.process_filter`'s seccomp filter (except where a lab's grading needs them), or
+    allowed and why."""
+    if os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none":
+        return "allowed (KERNELLAB_SANDBOX=none)"
+    from grader.labs import all_specs
+    from grader.process_filter import unavailable
+
+    reason = unavailable()
+    if reason is not None:
+        return f"allowed ({reason})"
+    exempt = [s.lab_id for s in all_specs() if s.starts_processes]
+    return ("refused (seccomp filter), except on the gpu tier"
+            + "".join(f" and in {lab}" for lab in exempt))
 
 
 def sandboxed(cmd: list[str], writable=(), hidden=()) -> list[str]:

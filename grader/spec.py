@@ -357,6 +357,10 @@ class LabSpec:
     #: each case's report line also gives an online judge's verdict (Accepted, Wrong Answer,
     #: Runtime Error, Time Limit Exceeded: :func:`grader.report.judge_verdict`)
     judge_words: bool = False
+    #: the grading itself starts processes after the submission has loaded (Lab 9:
+    #: torch.compile runs the C++ compiler), so its worker cannot forbid new processes
+    #: (:mod:`grader.process_filter`)
+    starts_processes: bool = False
 
     def visible_params(self) -> list[dict]:
         """Subclass: the visible cases' parameters, in order."""
@@ -529,6 +533,16 @@ class LabSpec:
         return None
 
     # worker side (runs in the sandboxed process)
+    def forbids_new_processes(self) -> bool:
+        """Worker side: whether the worker forbids new processes before the submission loads
+        (:mod:`grader.process_filter`): unless :attr:`starts_processes`."""
+        return not self.starts_processes
+
+    def before_submission(self) -> None:
+        """Worker side, after :meth:`worker_module` and before the submission loads (and new
+        processes are forbidden): start what the grading will need to start later. The base
+        class starts nothing."""
+
     def worker_module(self):
         """The lab's worker-side module (:attr:`measure_module`, default the ``measure``
         module beside the spec), imported on first use. The worker imports it before the

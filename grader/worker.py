@@ -139,6 +139,10 @@ def _describe_exception(exc: BaseException, path: str, mem_limit: int) -> str:
     if isinstance(exc, OSError) and getattr(exc, "errno", None) == errno.EFBIG:
         return ("wrote more than the grader allows into one file (printing without end?); "
                 "print less")
+    if _NO_NEW_PROCESSES and isinstance(exc, PermissionError) and exc.errno == errno.EPERM:
+        from grader.process_filter import REFUSED
+
+        return f"{_user_frames(exc, path)}: {REFUSED}"
     if isinstance(exc, MemoryError):
         allows = (f" (the grader allows {mem_limit / 2**30:.1f} GiB)" if mem_limit else "")
         return f"ran out of memory{allows}: does it allocate without bound?"
@@ -269,6 +273,28 @@ def _dump_stack_on_signals(workdir: str) -> None:
     _dump_stack_on_signals.file = f  # kept open (and referenced) for the process's life
 
 
+#: True once this worker forbids itself new processes (:func:`_forbid_new_processes`)
+_NO_NEW_PROCESSES = False
+
+
+def _forbid_new_processes(spec) -> None:
+    """Install :mod:`grader.process_filter`'s seccomp filter, unless the sandbox is off
+    (``KERNELLAB_SANDBOX=none``), the lab's grading starts processes itself
+    (:meth:`grader.spec.LabSpec.forbids_new_processes`) or the platform has no seccomp: then
+    the worker's other limits remain (``kernellab doctor`` says which are in force)."""
+    global _NO_NEW_PROCESSES
+    if os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none" \
+            or not spec.forbids_new_processes():
+        return
+    from grader import process_filter
+
+    try:
+        process_filter.forbid_new_processes()
+    except (RuntimeError, OSError):
+        return
+    _NO_NEW_PROCESSES = True
+
+
 def main(argv: list[str]) -> int:
     lab_id, sub_path, workdir, fd_in, fd_out = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4])
     mem_limit = int(os.environ.get("KERNELLAB_GRADER_MEM", 0))
@@ -294,6 +320,8 @@ def main(argv: list[str]) -> int:
         pass
     spec = spec_cls()
     spec.worker_module()  # before the submission loads: what it binds cannot be swapped
+    spec.before_submission()  # what the grading starts later, started while it still may
+    _forbid_new_processes(spec)
     ns: dict = {}
     entry: dict = {}
     for req in _read_lines(fd_in):

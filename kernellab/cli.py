@@ -42,9 +42,10 @@ def cmd_doctor(args) -> int:
         print(f"kernellab doctor: {exc}", file=sys.stderr)
         return 2
     try:  # the OS sandbox the grader's worker runs in (grader.sandbox)
-        from grader.sandbox import os_sandbox
+        from grader.sandbox import new_processes, os_sandbox
 
         facts["grader_sandbox"] = os_sandbox()
+        facts["grader_new_processes"] = new_processes()
     except ImportError:  # the runtime without the grader beside it
         pass
     print(json.dumps(facts, indent=2, default=str) if args.json else doctor.render(facts))

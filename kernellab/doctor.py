@@ -87,6 +87,8 @@ def render(f: dict) -> str:
                      + (" (no network, read-only filesystem but its work folder and caches)"
                         if f["grader_sandbox"] == "bubblewrap" else
                         " (resource limits only: install bubblewrap for an OS sandbox)"))
+    if "grader_new_processes" in f:
+        lines.append(f"                new processes {f['grader_new_processes']}")
     lines += [
         f"  python        {f['python']}",
         f"  numpy         {f['numpy']}",

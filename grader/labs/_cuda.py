@@ -498,6 +498,21 @@ class CudaLab(LabSpec):
     #: the planned-arrays messages (grader.spec.LabSpec.perf_data_check): one timed call
     timed_calls_words = ("the timed call was", "the timed call's")
 
+    def forbids_new_processes(self) -> bool:
+        """On the sim tier only. On the gpu tier the CUDA driver and numba-cuda may start
+        programs of their own when they first load a library (``ctypes.util.find_library``
+        runs ``ldconfig``; the driver may run ``nvidia-modprobe``), which has not been tried
+        under the filter on a GPU yet: that worker keeps its other limits."""
+        return self.tier == "sim" and super().forbids_new_processes()
+
+    def before_submission(self) -> None:
+        """On the sim tier, the stand-in for the PTX compile helper
+        (:meth:`kernellab.sim.ptx.helper._Helper.prepare`)."""
+        if self.tier == "sim":
+            from kernellab.sim.ptx import prepare
+
+            prepare()
+
     def measure(self, namespace: dict, plan: dict, workdir: Path, *, clock: str = "cuda",
                 **hooks) -> dict:
         """Worker side: the lab's worker module's ``measure_sim(spec, namespace, plan,

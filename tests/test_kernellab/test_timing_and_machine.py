@@ -175,6 +175,7 @@ def test_doctor_cli_prints_the_facts():
     for word in ("tier", "numba-cuda", "BLAS", "BLAS kernel", "CPU", "cores", "measured peak",
                  "nominal peak", "threads"):
         assert word in r.stdout
+    doctor_text = r.stdout
     r = subprocess.run([kl, "doctor", "--json"], capture_output=True, text=True, timeout=120)
     facts = json.loads(r.stdout)
     assert facts["device"]["tier"] in ("gpu", "sim")
@@ -183,6 +184,14 @@ def test_doctor_cli_prints_the_facts():
     assert mp["one_core_fp32_gflops"] > 0
     assert mp["all_cores_fp32_gflops"] >= mp["one_core_fp32_gflops"]
     assert "architecture" in facts["blas_kernel"]
+    from grader.process_filter import unavailable
+
+    said = facts["grader_new_processes"]  # the worker's seccomp filter (grader.process_filter)
+    assert f"new processes {said}" in doctor_text
+    if unavailable() is None and os.environ.get("KERNELLAB_SANDBOX", "").lower() != "none":
+        assert said.startswith("refused") and "torch-op" in said, said
+    else:
+        assert said.startswith("allowed ("), said
     r = subprocess.run([kl, "list"], capture_output=True, text=True, timeout=120)
     assert "gemm-cpu" in r.stdout
 

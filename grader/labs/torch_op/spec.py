@@ -190,6 +190,7 @@ class TorchOp(LabSpec):
                               "native_layer_norm", "group_norm", "batch_norm", "normalize"})
     codegen = "full_width"
     compile_timeout_s = 300.0
+    starts_processes = True         # torch.compile's Inductor runs the C++ compiler (g++)
     case_timeout_s = 120.0          # a compile case: torch.compile's cold start
     first_call_timeout_s = 120.0
     perf_timeout_s = 240.0
