@@ -97,6 +97,9 @@ class Report:
     performance_setup: dict = field(default_factory=dict)
     performance_note: str = ""
     codegen: str | None = None
+    #: the worker's isolation as it ran: the OS sandbox and whether it forbade new processes
+    #: (grader.sandbox, kernellab.process_filter), e.g. "bubblewrap, no new processes"
+    sandbox: str | None = None
     compile_seconds: float | None = None
     output_tail: str = ""
     rules_checked: bool = False  # False: the source could not even be read
@@ -193,8 +196,9 @@ class Report:
         codegen = f" · codegen: {self.codegen}" if self.codegen else ""
         compile_load = (f" · compile+load {self.compile_seconds:.1f} s"
                         if self.compile_seconds else "")
+        worker = f" · worker: {self.sandbox}" if self.sandbox else ""
         L.append(f"tier: {self.tier} · python {env.get('python')} · numpy {env.get('numpy')} · "
-                 f"numba {env.get('numba')}" + codegen + compile_load)
+                 f"numba {env.get('numba')}" + codegen + compile_load + worker)
         L.append("")
         if self.fatal:
             L.extend(self._fatal_lines())

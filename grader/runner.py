@@ -25,7 +25,7 @@ import numpy as np
 
 from grader.labs import get_spec_class
 from grader.report import CaseResult, Report, missing_function_detail
-from grader.sandbox import Limits, Worker, WorkerDied
+from grader.sandbox import Limits, Worker, WorkerDied, os_sandbox
 from grader.source_map import SourceMap, quote_line
 from grader.spec import Case, CaseData, HiddenCases
 from grader.static_check import check_source
@@ -177,6 +177,8 @@ class _Session:
             self.load_kind = "import-error"
             return False
         self.report.codegen = r.get("codegen")
+        self.report.sandbox = os_sandbox() + (", no new processes" if r.get("no_new_processes")
+                                              else ", new processes allowed")
         sigs = r.get("signatures")
         sigs = sigs if isinstance(sigs, dict) else {}
         defined = r.get("defined")

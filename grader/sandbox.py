@@ -12,11 +12,13 @@ Isolation, as far as a plain process allows (no containers on students' laptops)
 
 Where the platform offers it, the worker also runs inside an OS sandbox (:func:`os_sandbox`):
 bubblewrap (``bwrap``, Debian's ``bubblewrap`` package; the test target installs it) gives it
-no network (a network namespace of its own), an IPC namespace of its own, the whole filesystem
+no network (a network namespace of its own), IPC and process-ID namespaces of its own (no other
+process of the machine in its ``/proc``), no capabilities (also when the grader runs as root),
+the whole filesystem
 read-only except its work directory and the caches it must write (its submission's folder, the
 codegen cache), a private ``/tmp``, the instructor's hidden-case file replaced by an empty one,
 and death with the grader. ``KERNELLAB_SANDBOX=none`` turns it off; ``kernellab doctor`` says
-which is in force. The worker then forbids itself new processes (:mod:`grader.process_filter`,
+which is in force. The worker then forbids itself new processes (:mod:`kernellab.process_filter`,
 a seccomp filter; not on the gpu tier, nor for a lab whose grading runs programs itself).
 What it does not do: stand against a hostile user with root on the same machine.
 """
@@ -42,7 +44,8 @@ _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 #: bubblewrap's options for every worker (the module docstring says what each gives)
 BWRAP_BASE = ("--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
-              "--tmpfs", "/tmp", "--unshare-net", "--unshare-ipc", "--die-with-parent")
+              "--tmpfs", "/tmp", "--unshare-net", "--unshare-ipc", "--unshare-pid",
+              "--cap-drop", "ALL", "--die-with-parent")
 
 
 def _needed_under_tmp() -> list[str]:
@@ -83,17 +86,17 @@ def os_sandbox() -> str:
 
 def new_processes() -> str:
     """Whether the worker may start processes, in words for ``kernellab doctor``: refused by
-    :mod:`grader.process_filter`'s seccomp filter (except where a lab's grading needs them), or
+    :mod:`kernellab.process_filter`'s seccomp filter (except where a lab's grading needs them), or
     allowed and why."""
     if os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none":
         return "allowed (KERNELLAB_SANDBOX=none)"
-    from grader.labs import all_specs
-    from grader.process_filter import unavailable
+    from grader.labs import LABS, get_spec_class
+    from kernellab.process_filter import unavailable
 
     reason = unavailable()
     if reason is not None:
         return f"allowed ({reason})"
-    exempt = [s.lab_id for s in all_specs() if s.starts_processes]
+    exempt = [k for k in LABS if get_spec_class(k).starts_processes]
     return ("refused (seccomp filter), except on the gpu tier"
             + "".join(f" and in {lab}" for lab in exempt))
 
@@ -317,15 +320,28 @@ class Worker:
         return ""
 
     def _python_pid(self) -> int:
-        """The worker's Python process: the one started, or bubblewrap's child (signals sent to
-        bubblewrap itself would end the sandbox, not ask for a stack)."""
+        """The worker's Python process: the one started, or the first process below bubblewrap
+        that runs ``grader.worker`` (below bubblewrap's own init in its PID namespace; signals
+        sent to bubblewrap would end the sandbox, not ask for a stack)."""
         pid = self.proc.pid
-        try:
-            kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except OSError:
+        if os.path.basename(self.proc.args[0]) != "bwrap":
             return pid
-        return int(kids[0]) if kids and os.path.basename(self.proc.args[0]) == "bwrap" \
-            else pid
+        todo = [pid]
+        for _ in range(8):  # a few levels: bubblewrap, its init, the worker
+            kids = []
+            for p in todo:
+                try:
+                    kids += Path(f"/proc/{p}/task/{p}/children").read_text().split()
+                except OSError:
+                    pass
+            for k in kids:
+                try:
+                    if b"grader.worker" in Path(f"/proc/{k}/cmdline").read_bytes():
+                        return int(k)
+                except OSError:
+                    pass
+            todo = kids
+        return pid
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -132,6 +133,24 @@ def _not_implemented(exc: NotImplementedError) -> str:
     return f"not implemented: {msg}" if msg else "not implemented"
 
 
+#: a call that starts a process or runs a program, as the line raising it reads
+_SPAWN_CALL = re.compile(r"\b(fork\w*|exec[lv]\w*|posix_spawnp?|spawn\w*|popen|system|"
+                         r"Popen|run|call|check_call|check_output|getoutput|getstatusoutput)\s*\(")
+
+
+def _starting_a_process(exc: BaseException) -> bool:
+    """Whether ``exc`` is the ``EPERM`` of the seccomp filter refusing a new process: raised
+    inside ``subprocess``, ``multiprocessing``, ``pty`` or ``os.popen``, or by a line that calls
+    a process-starting function (``os.fork()``, ``os.execv(...)`` ...), not any EPERM."""
+    if not isinstance(exc, PermissionError) or exc.errno != errno.EPERM:
+        return False
+    frames = traceback.extract_tb(exc.__traceback__)
+    if any(os.path.basename(f.filename) in ("subprocess.py", "pty.py", "os.py")
+           or "multiprocessing" in f.filename for f in frames):
+        return True
+    return bool(frames and _SPAWN_CALL.search(frames[-1].line or ""))
+
+
 def _describe_exception(exc: BaseException, path: str, mem_limit: int) -> str:
     sim = _describe_sim_error(exc)
     if sim is not None:
@@ -139,8 +158,8 @@ def _describe_exception(exc: BaseException, path: str, mem_limit: int) -> str:
     if isinstance(exc, OSError) and getattr(exc, "errno", None) == errno.EFBIG:
         return ("wrote more than the grader allows into one file (printing without end?); "
                 "print less")
-    if _NO_NEW_PROCESSES and isinstance(exc, PermissionError) and exc.errno == errno.EPERM:
-        from grader.process_filter import REFUSED
+    if _NO_NEW_PROCESSES and _starting_a_process(exc):
+        from kernellab.process_filter import REFUSED
 
         return f"{_user_frames(exc, path)}: {REFUSED}"
     if isinstance(exc, MemoryError):
@@ -278,15 +297,15 @@ _NO_NEW_PROCESSES = False
 
 
 def _forbid_new_processes(spec) -> None:
-    """Install :mod:`grader.process_filter`'s seccomp filter, unless the sandbox is off
+    """Install :mod:`kernellab.process_filter`'s seccomp filter, unless the sandbox is off
     (``KERNELLAB_SANDBOX=none``), the lab's grading starts processes itself
     (:meth:`grader.spec.LabSpec.forbids_new_processes`) or the platform has no seccomp: then
     the worker's other limits remain (``kernellab doctor`` says which are in force)."""
     global _NO_NEW_PROCESSES
-    if os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none" \
-            or not spec.forbids_new_processes():
+    if (os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none"
+            or not spec.forbids_new_processes()):
         return
-    from grader import process_filter
+    from kernellab import process_filter
 
     try:
         process_filter.forbid_new_processes()
@@ -350,6 +369,7 @@ def main(argv: list[str]) -> int:
                 entry = {f: ns[f] for f in req["functions"] if f in ns}
                 _reply(fd_out, {"ok": True, "seconds": time.perf_counter() - t0,
                                 "codegen": codegen.active(),
+                                "no_new_processes": _NO_NEW_PROCESSES,
                                 "signatures": {f: _signature(ns, f, p)
                                                for f, p in req["functions"].items()},
                                 "defined": _defined(ns)})

@@ -5,12 +5,14 @@ once, at import; the simulator's ``compile_ptx`` is ``None``), so compilation ha
 helper subprocess (:mod:`kernellab.sim.ptx.child`): started lazily, kept alive between kernels,
 closed at exit (:meth:`_Helper.close`, idempotent; a helper that failed to start is not retried
 until it is closed). A process that will forbid itself new processes (the grader's worker,
-:mod:`grader.process_filter`) calls :meth:`_Helper.prepare` first: a stand-in, ``/bin/sh``
-waiting on a pipe, becomes the helper (``exec``) on the first compile, so the start costs a
-shell, not a helper, when every kernel is in the PTX cache. If the helper dies during a
+:mod:`kernellab.process_filter`) calls :meth:`_Helper.prepare` first: a small stand-in
+waiting on the helper's stdin becomes the helper on the first compile, so the start costs a
+bare Python, not a helper, when every kernel is in the PTX cache. If the helper dies during a
 request it is restarted once (with a :class:`RuntimeWarning` carrying the tail of its
 stderr); a second death, or no reply within :data:`COMPILE_TIMEOUT_S`, raises
-:class:`~kernellab.sim.ptx.messages.PTXToolError`.
+:class:`~kernellab.sim.ptx.messages.PTXToolError`. In a process that forbade itself new
+processes there is no restart: a dead helper's kernels report that the GPU-compile check
+could not run.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ COMPILE_TIMEOUT_S = 180.0
 
 #: The helper program, run by path.
 CHILD = Path(__file__).resolve().parent / "child.py"
+#: The stand-in that becomes the helper (:meth:`_Helper.prepare`), run by path.
+STANDIN = Path(__file__).resolve().parent / "standin.py"
+#: Seconds the stand-in may take to say it is ready.
+STANDIN_TIMEOUT_S = 20.0
 
 
 def _child_command() -> list:
@@ -65,7 +71,7 @@ class _Helper:
         self.restarts = 0
         self._owner_pid = None
         self._start_error: PTXToolError | None = None  # sticky until close()
-        self._standin = None  # (Popen of the waiting shell, its stderr file)
+        self._standin = None  # (Popen of the waiting stand-in, its stderr file)
 
     def _forget_if_forked(self):
         """After a fork the helper's pipes belong to the parent: start our own helper."""
@@ -85,33 +91,39 @@ class _Helper:
 
     def prepare(self) -> None:
         """Start now the stand-in that becomes the helper on the first compile (module
-        docstring). A no-op while a helper or a stand-in runs."""
+        docstring), and wait until it is non-dumpable (:mod:`kernellab.sim.ptx.standin`); the
+        helper it becomes forbids itself new processes before it reads a request
+        (``KERNELLAB_PTX_FILTER=1``), as the process that calls this is about to. A no-op while
+        a helper or a stand-in runs, or with a test's ``_CHILD_SOURCE``; a stand-in that does
+        not start leaves the first compile to start the helper the usual way."""
+        from kernellab.sim import ptx
+
         with self._lock:
             self._forget_if_forked()
-            if self._alive() or self._standin is not None:
+            if self._alive() or self._standin is not None or ptx._CHILD_SOURCE:
                 return
             stderr = tempfile.TemporaryFile()
             try:
-                # the shell reads one line of the helper's stdin (a pipe: byte by byte, so
-                # nothing after it), then execs the helper on the same pipes; `read` fails at
-                # the end of the pipe, so a stand-in whose parent exits never starts it
                 proc = subprocess.Popen(
-                    ["/bin/sh", "-c", 'read -r _ && exec "$@"', "kernellab-ptx-helper",
-                     *_child_command()],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                    env=self._env(), close_fds=True)
+                    [sys.executable, str(STANDIN)], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=stderr,
+                    env=dict(self._env(), KERNELLAB_PTX_FILTER="1"), close_fds=True)
             except OSError:
                 stderr.close()
-                return  # the first compile starts the helper the usual way
+                return
             self._owner_pid = os.getpid()
             self._standin = (proc, stderr)
+            ready = select.select([proc.stdout], [], [], STANDIN_TIMEOUT_S)[0]
+            if not ready or os.read(proc.stdout.fileno(), 6) != b"ready\n":
+                proc.kill()
+                self._drop_standin()
 
     def _drop_standin(self):
         standin, self._standin = self._standin, None
         if standin is None:
             return
         proc, stderr = standin
-        for f in (proc.stdin, proc.stdout):  # the shell's `read` sees the end and exits
+        for f in (proc.stdin, proc.stdout):  # the stand-in sees the end of stdin, exits
             f.close()
         try:
             proc.wait(timeout=5)
@@ -136,7 +148,7 @@ class _Helper:
         standin, self._standin = self._standin, None
         if standin is not None and standin[0].poll() is None:
             self._proc, self._stderr = standin
-            try:  # the line the shell waits for: it execs the helper on its pipes
+            try:  # the line the stand-in waits for: it runs the helper on its pipes
                 self._proc.stdin.write(b"go\n")
                 self._proc.stdin.flush()
             except OSError:
