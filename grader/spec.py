@@ -539,9 +539,9 @@ class LabSpec:
         return not self.starts_processes
 
     def before_submission(self) -> None:
-        """Worker side, after :meth:`worker_module` and before the submission loads (and new
-        processes are forbidden): start what the grading will need to start later. The base
-        class starts nothing."""
+        """Worker side, after :meth:`worker_module`, before the submission loads, and only when
+        the worker is about to forbid new processes (:mod:`grader.worker`): start what the
+        grading will need to start later. The base class starts nothing."""
 
     def worker_module(self):
         """The lab's worker-side module (:attr:`measure_module`, default the ``measure``

@@ -297,16 +297,18 @@ _NO_NEW_PROCESSES = False
 
 
 def _forbid_new_processes(spec) -> None:
-    """Install :mod:`kernellab.process_filter`'s seccomp filter, unless the sandbox is off
+    """Start what the grading needs to start later (``LabSpec.before_submission``), then
+    install :mod:`kernellab.process_filter`'s seccomp filter; or neither when the sandbox is off
     (``KERNELLAB_SANDBOX=none``), the lab's grading starts processes itself
     (:meth:`grader.spec.LabSpec.forbids_new_processes`) or the platform has no seccomp: then
-    the worker's other limits remain (``kernellab doctor`` says which are in force)."""
+    the worker's other limits remain (the report and ``kernellab doctor`` say which)."""
     global _NO_NEW_PROCESSES
-    if (os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none"
-            or not spec.forbids_new_processes()):
-        return
     from kernellab import process_filter
 
+    if (os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none"
+            or not spec.forbids_new_processes() or process_filter.unavailable() is not None):
+        return
+    spec.before_submission()
     try:
         process_filter.forbid_new_processes()
     except (RuntimeError, OSError):
@@ -339,8 +341,7 @@ def main(argv: list[str]) -> int:
         pass
     spec = spec_cls()
     spec.worker_module()  # before the submission loads: what it binds cannot be swapped
-    spec.before_submission()  # what the grading starts later, started while it still may
-    _forbid_new_processes(spec)
+    _forbid_new_processes(spec)  # before the submission loads
     ns: dict = {}
     entry: dict = {}
     for req in _read_lines(fd_in):

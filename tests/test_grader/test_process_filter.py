@@ -160,3 +160,13 @@ def test_which_labs_are_filtered():
     assert get_spec_class("gemm-cpu")().forbids_new_processes()
     assert get_spec_class("npu-matmul")().forbids_new_processes()
     assert not get_spec_class("torch-op")().forbids_new_processes()  # torch.compile runs g++
+
+
+def test_with_the_sandbox_off_nothing_is_forbidden_and_the_report_says_so(monkeypatch, tmp_path):
+    monkeypatch.setenv("KERNELLAB_SANDBOX", "none")
+    rep = _grade_unchecked(monkeypatch, tmp_path, "gemm-cuda", """
+        import subprocess
+
+        subprocess.run(["/bin/true"], check=True)
+        """)
+    assert rep.sandbox == "none, new processes allowed", (rep.sandbox, rep.fatal)
