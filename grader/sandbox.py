@@ -200,7 +200,10 @@ class Worker:
             env["KERNELLAB_DEVICE"] = "sim"
         elif tier == "gpu":  # the grader's choice, not a second probe that might disagree
             env["KERNELLAB_DEVICE"] = "gpu"
-        env["PYTHONPATH"] = str(_PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        # never an empty entry (the current folder) on its path
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(_PROJECT_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        env["KERNELLAB_WORKDIR"] = str(workdir)
         env["KERNELLAB_GRADER_MEM"] = str(limits.memory_bytes or 0)  # 0: no limit
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["PYTHONUNBUFFERED"] = "1"
@@ -213,7 +216,10 @@ class Worker:
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self.proc = subprocess.Popen(
                 cmd,
-                stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=str(workdir), env=env,
+                # run from the course's folder (read-only in the sandbox), not the work folder:
+                # `-m` puts the current folder first on sys.path, and a worker restarted after a
+                # crash must not import what the last one wrote (nor read numba's config there)
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=str(_PROJECT_ROOT), env=env,
                 pass_fds=(req_r, resp_w), start_new_session=True,
                 preexec_fn=_preexec(limits))
         os.close(req_r)
@@ -335,11 +341,12 @@ class Worker:
                 except OSError:
                     pass
             for k in kids:
-                try:
-                    if b"grader.worker" in Path(f"/proc/{k}/cmdline").read_bytes():
-                        return int(k)
+                try:  # bubblewrap's init is a fork of bubblewrap: its argv[0] is bwrap's
+                    argv = Path(f"/proc/{k}/cmdline").read_bytes().split(b"\0")
                 except OSError:
-                    pass
+                    continue
+                if os.path.basename(argv[0]) != b"bwrap" and b"grader.worker" in argv:
+                    return int(k)
             todo = kids
         return pid
 

@@ -1,6 +1,6 @@
-"""No new processes: a seccomp filter the grader's worker (:mod:`grader.worker`) and the sim
-tier's PTX compile helper (:mod:`kernellab.sim.ptx.child`) install on themselves before they
-run or read anything of a submission's.
+"""No new processes: a seccomp filter the grader's worker (:mod:`grader.worker`) and the stand-in
+for the sim tier's PTX compile helper (:mod:`kernellab.sim.ptx.standin`) install on themselves
+before the worker loads the submission.
 
 The filter (libseccomp through ``pyseccomp``, its ctypes binding) holds for every thread of the
 process (``TSYNC``) and is inherited by any thread it starts later. These system calls fail with
@@ -9,8 +9,10 @@ process (``TSYNC``) and is inherited by any thread it starts later. These system
 * ``fork``, ``vfork``, and ``clone`` without ``CLONE_THREAD`` (a new process; ``clone`` with
   it is a new thread, which numba, OpenBLAS and Python's ``threading`` need);
 * ``execve`` and ``execveat`` (running another program in this process);
-* ``ptrace``, ``process_vm_readv``, ``process_vm_writev`` and ``pidfd_getfd`` (taking over a
-  process started before the filter).
+* ``ptrace``, ``process_vm_readv``, ``process_vm_writev`` and ``pidfd_getfd`` (reaching into
+  another process; writing one through ``/proc/PID/mem`` is an ``open``, which the filter
+  cannot refuse: a process started before the filter makes itself non-dumpable instead,
+  :func:`not_dumpable`).
 
 ``clone3`` fails with ``ENOSYS`` instead: its flags lie in a struct that a seccomp filter cannot
 read, and glibc's ``pthread_create`` falls back to ``clone`` on ``ENOSYS``. System calls of

@@ -47,7 +47,8 @@ def _torch():
         # the grader's worker: the grading's own folder, whatever the environment says --
         # Inductor's cached artefacts are pickles, and one grading's must never load in
         # another's
-        compile_cache(Path(os.getcwd()) / "torch-cache", force=True)
+        compile_cache(Path(os.environ.get("KERNELLAB_WORKDIR") or os.getcwd()) / "torch-cache",
+                      force=True)
     return require()
 
 

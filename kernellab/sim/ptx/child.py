@@ -13,23 +13,15 @@ answers the PTX or the compiler's error with the user's source location), ``reso
 why it could not run;
 :mod:`kernellab.sim.ptx.ptxas`), ``crash`` (for tests) and ``exit``. ``KERNELLAB_CUDA_EXT``: a
 file whose ``install()`` adds intrinsics numba-cuda lacks (:mod:`kernellab.cuda_ext`), run
-before the first compile. ``KERNELLAB_PTX_FILTER=1``: forbid new processes
-(:mod:`kernellab.process_filter`) before the first request is read. The helper is never
-dumpable (``prctl(PR_SET_DUMPABLE, 0)``).
+before the first compile.
 """
 
 import os
 import pickle
-import runpy
 import struct
 import sys
 import time
 import traceback
-
-#: kernellab/process_filter.py, run by path (this program never imports kernellab)
-_FILTER = runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "process_filter.py"))
-_FILTER["not_dumpable"]()  # its parent may run untrusted code: no attaching to this process
 
 # run by path, Python put this folder first on sys.path: put back what ``python -c`` had there
 # (the working directory), so no module of this folder shadows one the compiler imports
@@ -74,22 +66,6 @@ try:
     _nvvm_version = ".".join(map(str, _nvvm.NVVM().get_version()))
 except BaseException as exc:
     _startup_error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-
-
-if _startup_error is None:
-    try:  # libnvJitLink, found through ctypes.util (which runs programs): before the filter
-        import importlib
-        importlib.import_module("cuda.bindings.nvjitlink").version()
-    except BaseException:  # noqa: BLE001 - the first ``resources`` request says what is wrong
-        pass
-if os.environ.get("KERNELLAB_PTX_FILTER") == "1":
-    # started for a process that forbade itself new processes (the grader's worker): this one
-    # runs that process's kernels too (pickled by value), so it forbids them before it reads a
-    # request, or refuses to serve
-    try:
-        _FILTER["forbid_new_processes"]()
-    except BaseException as exc:  # noqa: BLE001
-        _startup_error = f"the helper could not forbid itself new processes: {exc}"
 
 
 class _Device:

@@ -91,11 +91,11 @@ class _Helper:
 
     def prepare(self) -> None:
         """Start now the stand-in that becomes the helper on the first compile (module
-        docstring), and wait until it is non-dumpable (:mod:`kernellab.sim.ptx.standin`); the
-        helper it becomes forbids itself new processes before it reads a request
-        (``KERNELLAB_PTX_FILTER=1``), as the process that calls this is about to. A no-op while
-        a helper or a stand-in runs, or with a test's ``_CHILD_SOURCE``; a stand-in that does
-        not start leaves the first compile to start the helper the usual way."""
+        docstring), and wait until it has forbidden itself new processes
+        (:mod:`kernellab.sim.ptx.standin`), as the process that calls this is about to. A no-op
+        while a helper or a stand-in runs, or with a test's ``_CHILD_SOURCE``; when the
+        stand-in fails, none is kept (and in a process that then forbids new processes the
+        first compile reports that the GPU-compile check could not run)."""
         from kernellab.sim import ptx
 
         with self._lock:
@@ -104,10 +104,12 @@ class _Helper:
                 return
             stderr = tempfile.TemporaryFile()
             try:
+                # -I and "/": nothing of the caller's folder (a grading's work folder, which
+                # the submission writes) or environment on its path
                 proc = subprocess.Popen(
-                    [sys.executable, str(STANDIN)], stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=stderr,
-                    env=dict(self._env(), KERNELLAB_PTX_FILTER="1"), close_fds=True)
+                    [sys.executable, "-I", str(STANDIN)], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=stderr, env=self._env(), close_fds=True,
+                    cwd="/")
             except OSError:
                 stderr.close()
                 return
