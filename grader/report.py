@@ -98,7 +98,7 @@ class Report:
     performance_note: str = ""
     codegen: str | None = None
     #: the worker's isolation as it ran: the OS sandbox and whether it forbade new processes
-    #: (grader.sandbox, kernellab.process_filter), e.g. "bubblewrap, no new processes"
+    #: (grader.sandbox, kernellab.machine.process_filter), e.g. "bubblewrap, no new processes"
     sandbox: str | None = None
     compile_seconds: float | None = None
     output_tail: str = ""

@@ -18,8 +18,9 @@ the whole filesystem
 read-only except its work directory and the caches it must write (its submission's folder, the
 codegen cache), a private ``/tmp``, the instructor's hidden-case file replaced by an empty one,
 and death with the grader. ``KERNELLAB_SANDBOX=none`` turns it off; ``kernellab doctor`` says
-which is in force. The worker then forbids itself new processes (:mod:`kernellab.process_filter`,
-a seccomp filter; not on the gpu tier, nor for a lab whose grading runs programs itself).
+which is in force. The worker then forbids itself new processes
+(:mod:`kernellab.machine.process_filter`, a seccomp filter; not on the gpu tier, nor for a lab
+whose grading runs programs itself).
 What it does not do: stand against a hostile user with root on the same machine.
 """
 
@@ -86,12 +87,12 @@ def os_sandbox() -> str:
 
 def new_processes() -> str:
     """Whether the worker may start processes, in words for ``kernellab doctor``: refused by
-    :mod:`kernellab.process_filter`'s seccomp filter (except where a lab's grading needs them), or
-    allowed and why."""
+    :mod:`kernellab.machine.process_filter`'s seccomp filter (except where a lab's grading
+    needs them), or allowed and why."""
     if os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none":
         return "allowed (KERNELLAB_SANDBOX=none)"
     from grader.labs import LABS, get_spec_class
-    from kernellab.process_filter import unavailable
+    from kernellab.machine.process_filter import unavailable
 
     reason = unavailable()
     if reason is not None:

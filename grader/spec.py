@@ -359,7 +359,7 @@ class LabSpec:
     judge_words: bool = False
     #: the grading itself starts processes after the submission has loaded (Lab 9:
     #: torch.compile runs the C++ compiler), so its worker cannot forbid new processes
-    #: (:mod:`kernellab.process_filter`)
+    #: (:mod:`kernellab.machine.process_filter`)
     starts_processes: bool = False
 
     def visible_params(self) -> list[dict]:
@@ -535,7 +535,7 @@ class LabSpec:
     # worker side (runs in the sandboxed process)
     def forbids_new_processes(self) -> bool:
         """Worker side: whether the worker forbids new processes before the submission loads
-        (:mod:`kernellab.process_filter`): unless :attr:`starts_processes`."""
+        (:mod:`kernellab.machine.process_filter`): unless :attr:`starts_processes`."""
         return not self.starts_processes
 
     def before_submission(self) -> None:

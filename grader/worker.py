@@ -159,7 +159,7 @@ def _describe_exception(exc: BaseException, path: str, mem_limit: int) -> str:
         return ("wrote more than the grader allows into one file (printing without end?); "
                 "print less")
     if _NO_NEW_PROCESSES and _starting_a_process(exc):
-        from kernellab.process_filter import REFUSED
+        from kernellab.machine.process_filter import REFUSED
 
         return f"{_user_frames(exc, path)}: {REFUSED}"
     if isinstance(exc, MemoryError):
@@ -298,12 +298,12 @@ _NO_NEW_PROCESSES = False
 
 def _forbid_new_processes(spec) -> None:
     """Start what the grading needs to start later (``LabSpec.before_submission``), then
-    install :mod:`kernellab.process_filter`'s seccomp filter; or neither when the sandbox is off
-    (``KERNELLAB_SANDBOX=none``), the lab's grading starts processes itself
+    install :mod:`kernellab.machine.process_filter`'s seccomp filter; or neither when the
+    sandbox is off (``KERNELLAB_SANDBOX=none``), the lab's grading starts processes itself
     (:meth:`grader.spec.LabSpec.forbids_new_processes`) or the platform has no seccomp: then
     the worker's other limits remain (the report and ``kernellab doctor`` say which)."""
     global _NO_NEW_PROCESSES
-    from kernellab import process_filter
+    from kernellab.machine import process_filter
 
     if (os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none"
             or not spec.forbids_new_processes() or process_filter.unavailable() is not None):

@@ -1,9 +1,9 @@
-"""The worker forbids itself new processes (:mod:`kernellab.process_filter`, a seccomp filter):
-code that got past the static rules (here they are switched off, as a route around them would)
-cannot start a process or run a program by any of the usual routes, and the report says why in
-plain words; the grading still gets its PTX compile helper when it needs one (the stand-in of
-:meth:`kernellab.sim.ptx.helper._Helper.prepare`). Where the platform has no seccomp these tests
-say so (skipped), as ``kernellab doctor`` does."""
+"""The worker forbids itself new processes (:mod:`kernellab.machine.process_filter`, a seccomp
+filter): code that got past the static rules (here they are switched off, as a route around them
+would) cannot start a process or run a program by any of the usual routes, and the report says
+why in plain words; the grading still gets its PTX compile helper when it needs one (the stand-in
+of :meth:`kernellab.sim.ptx.helper._Helper.prepare`). Where the platform has no seccomp these
+tests say so (skipped), as ``kernellab doctor`` does."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 
 from grader import runner
 from grader.labs import get_spec_class
-from kernellab.process_filter import REFUSED, unavailable
+from kernellab.machine.process_filter import REFUSED, unavailable
 from grader.runner import grade
 from grader.sandbox import os_sandbox
 
@@ -129,7 +129,7 @@ def test_the_compile_helper_starts_under_the_filter_from_its_stand_in():
         import kernellab.sim  # noqa: F401  numba.cuda is the simulator from here on
         from numba import cuda
         from kernellab.sim import ptx
-        from kernellab.process_filter import forbid_new_processes
+        from kernellab.machine.process_filter import forbid_new_processes
 
         @cuda.jit
         def add_one(x):

@@ -184,7 +184,7 @@ def test_doctor_cli_prints_the_facts():
     assert mp["one_core_fp32_gflops"] > 0
     assert mp["all_cores_fp32_gflops"] >= mp["one_core_fp32_gflops"]
     assert "architecture" in facts["blas_kernel"]
-    from kernellab.process_filter import unavailable
+    from kernellab.machine.process_filter import unavailable
 
     said = facts["grader_new_processes"]  # the worker's seccomp filter (grader.process_filter)
     assert f"new processes {said}" in doctor_text

@@ -5,7 +5,7 @@ once, at import; the simulator's ``compile_ptx`` is ``None``), so compilation ha
 helper subprocess (:mod:`kernellab.sim.ptx.child`): started lazily, kept alive between kernels,
 closed at exit (:meth:`_Helper.close`, idempotent; a helper that failed to start is not retried
 until it is closed). A process that will forbid itself new processes (the grader's worker,
-:mod:`kernellab.process_filter`) calls :meth:`_Helper.prepare` first: a small stand-in
+:mod:`kernellab.machine.process_filter`) calls :meth:`_Helper.prepare` first: a small stand-in
 waiting on the helper's stdin becomes the helper on the first compile, so the start costs a
 bare Python, not a helper, when every kernel is in the PTX cache. If the helper dies during a
 request it is restarted once (with a :class:`RuntimeWarning` carrying the tail of its

@@ -1,10 +1,10 @@
 """The compile helper's stand-in (:meth:`kernellab.sim.ptx.helper._Helper.prepare`), run by path
 with ``python -I`` from ``/``.
 
-Before it says ``ready`` on stdout, it makes itself non-dumpable (``prctl(PR_SET_DUMPABLE,
-0)``: the process that started it, about to run untrusted code, can neither attach to it nor
-write its memory), loads what would start programs later (libseccomp and libnvJitLink, found
-through ``ctypes.util``) and forbids itself new processes (:mod:`kernellab.process_filter`, run
+Before it says ``ready`` on stdout, it makes itself non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``:
+the process that started it, about to run untrusted code, can neither attach to it nor write its
+memory), loads what would start programs later (libseccomp and libnvJitLink, found through
+``ctypes.util``) and forbids itself new processes (:mod:`kernellab.machine.process_filter`, run
 by path): from then on it is no more free than that process. It then waits for one line on
 stdin: at the end of stdin it exits; on the line it runs :mod:`kernellab.sim.ptx.child` in this
 same process (no ``exec``, which would make it dumpable again), on the same pipes. It says
@@ -18,7 +18,8 @@ import runpy
 import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-pf = runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(here)), "process_filter.py"))
+pf = runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(here)), "machine",
+                                  "process_filter.py"))
 pf["not_dumpable"]()
 try:
     importlib.import_module("cuda.bindings.nvjitlink").version()
