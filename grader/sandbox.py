@@ -76,11 +76,16 @@ def _bwrap() -> str | None:
     return exe if ok else None
 
 
+def sandbox_off() -> bool:
+    """``KERNELLAB_SANDBOX=none``: no OS sandbox and no process filter for the worker."""
+    return os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none"
+
+
 def os_sandbox() -> str:
     """``"bubblewrap"`` when workers run inside it here, else ``"none"`` (resource limits
     only): no ``bwrap``, one that cannot make namespaces (a container without the
     privilege), or ``KERNELLAB_SANDBOX=none``."""
-    if os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none":
+    if sandbox_off():
         return "none"
     return "bubblewrap" if _bwrap() else "none"
 
@@ -89,7 +94,7 @@ def new_processes() -> str:
     """Whether the worker may start processes, in words for ``kernellab doctor``: refused by
     :mod:`kernellab.machine.process_filter`'s seccomp filter (except where a lab's grading
     needs them), or allowed and why."""
-    if os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none":
+    if sandbox_off():
         return "allowed (KERNELLAB_SANDBOX=none)"
     from grader.labs import LABS, get_spec_class
     from kernellab.machine.process_filter import unavailable

@@ -303,10 +303,11 @@ def _forbid_new_processes(spec) -> None:
     (:meth:`grader.spec.LabSpec.forbids_new_processes`) or the platform has no seccomp: then
     the worker's other limits remain (the report and ``kernellab doctor`` say which)."""
     global _NO_NEW_PROCESSES
+    from grader.sandbox import sandbox_off
     from kernellab.machine import process_filter
 
-    if (os.environ.get("KERNELLAB_SANDBOX", "").lower() == "none"
-            or not spec.forbids_new_processes() or process_filter.unavailable() is not None):
+    if (sandbox_off() or not spec.forbids_new_processes()
+            or process_filter.unavailable() is not None):
         return
     spec.before_submission()
     try:

@@ -506,12 +506,11 @@ class CudaLab(LabSpec):
         return self.tier == "sim" and super().forbids_new_processes()
 
     def before_submission(self) -> None:
-        """On the sim tier, the stand-in for the PTX compile helper
-        (:meth:`kernellab.sim.ptx.helper._Helper.prepare`)."""
-        if self.tier == "sim":
-            from kernellab.sim.ptx import prepare
+        """The PTX compile helper's stand-in (:func:`kernellab.sim.ptx.prepare`); called on
+        the sim tier only (:meth:`forbids_new_processes`)."""
+        from kernellab.sim.ptx import prepare
 
-            prepare()
+        prepare()
 
     def measure(self, namespace: dict, plan: dict, workdir: Path, *, clock: str = "cuda",
                 **hooks) -> dict:

@@ -120,8 +120,9 @@ class _Helper:
                 proc.kill()
                 self._drop_standin()
 
-    def _drop_standin(self):
-        standin, self._standin = self._standin, None
+    def _drop_standin(self, standin=None):
+        """End ``standin`` (default: the one kept) and forget the one kept."""
+        standin, self._standin = standin or self._standin, None
         if standin is None:
             return
         proc, stderr = standin
@@ -156,9 +157,7 @@ class _Helper:
             except OSError:
                 pass  # it died just now: the hello below says so
         else:
-            if standin is not None:
-                self._standin = standin
-                self._drop_standin()
+            self._drop_standin(standin)  # one that died: ended, and the helper started anew
             self._stderr = tempfile.TemporaryFile()
             try:
                 self._proc = subprocess.Popen(
