@@ -29,7 +29,7 @@ PERF_N_NAIVE = 512  # the naive kernel takes seconds at 1024; its ratio is taken
 PERF_ROUNDS = 5
 PERF_THREADS = 1  # README: robust to other work on the machine
 MIN_SPEEDUP_NAIVE = 20.0
-MIN_FRACTION_NUMPY = 0.50
+MIN_FRACTION_NUMPY = 0.40  # README: between the reference solution and a plain ikj loop
 #: numpy's speed in the fraction rule is never taken below this fraction of the measured
 #: one-core FMA peak (README): below what a BLAS kernel made for the core reaches, so it binds
 #: only when numpy runs a kernel that is not
