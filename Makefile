@@ -101,7 +101,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_gemm_cpu.py
 	$(PY) benchmarks/bench_conv_cpu.py
 
-# each cpu-tier lab's performance phase on its solution 20 times in a row: the margins per rule
+# each cpu-tier lab's performance phase on its solution (20x) and its too-slow known-wrong
+# submissions (5x each), in a row: the margins per rule on both sides of each threshold
 bench-verdicts: $(STAMP)
 	$(PY) benchmarks/bench_verdicts.py
 
