@@ -1,6 +1,7 @@
 """Single-source labs: labs/ is generated from solutions/, up to date, and leaks nothing."""
 
 import os
+import sys
 import re
 import stat
 import subprocess
@@ -375,3 +376,21 @@ def test_a_hint_continues_on_hash_lines_below_its_begin_line():
             "    return x\n    ### END SOLUTION\n")
     assert notebook.stub_source(src2).splitlines()[-1] == (
         '    raise NotImplementedError("loop over k")')
+
+
+def test_reading_a_notebook_skips_jsonschemas_iri_grammars_and_still_validates():
+    """grader/__init__.py keeps jsonschema from importing rfc3987_syntax (seconds of grammar
+    compiling per grading process); nbformat still reads and validates every notebook."""
+    code = ("import sys, grader, nbformat\n"
+            "assert sys.modules.get('rfc3987_syntax') is None\n"
+            "for p in sys.argv[1:]:\n"
+            "    nbformat.validate(nbformat.read(p, as_version=4))\n"
+            "bad = nbformat.v4.new_notebook(); bad.cells.append({'cell_type': 'nope'})\n"
+            "try:\n"
+            "    nbformat.validate(bad)\n"
+            "except nbformat.ValidationError:\n"
+            "    print('ok')\n")
+    nbs = sorted(str(p) for p in (ROOT / "solutions").glob("*.ipynb"))
+    r = subprocess.run([sys.executable, "-c", code, *nbs], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
