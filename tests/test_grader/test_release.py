@@ -394,3 +394,30 @@ def test_reading_a_notebook_skips_jsonschemas_iri_grammars_and_still_validates()
     r = subprocess.run([sys.executable, "-c", code, *nbs], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+REPEAT_WORDS = {1: "once", 2: "twice", 3: "three times", 4: "four times"}
+
+
+def test_the_case_counts_a_handout_states_are_the_specs():
+    """"N cases" in a lab's opening cell counts its visible cases, repeats left out (per function,
+    in order, where it gives one number per function); the repeats are stated in words."""
+    from collections import Counter
+
+    from grader.labs import all_specs
+    from grader.spec import HiddenCases
+
+    stated = 0
+    for spec in all_specs():
+        text = notebook.read(ROOT / "solutions" / spec.notebook).cells[0].source
+        nums = [int(n) for n in re.findall(r"(\d+) cases", text)]
+        cases = [c for c in spec.cases(HiddenCases()) if not c.hidden]
+        base = Counter(spec.case_function(c) for c in cases if "changed" not in c.params)
+        repeats = Counter(c.params["changed"]["base"] for c in cases if "changed" in c.params)
+        if nums:
+            stated += 1
+            want = [sum(base.values())] if len(nums) == 1 else list(base.values())
+            assert nums == want, (spec.lab_id, nums, want)
+        for n in set(repeats.values()):
+            assert f"again {REPEAT_WORDS[n]}" in " ".join(text.split()), (spec.lab_id, n)
+    assert stated >= 5
