@@ -543,6 +543,10 @@ class LabSpec:
         the worker is about to forbid new processes (:mod:`grader.worker`): start what the
         grading will need to start later. The base class starts nothing."""
 
+    def not_forbidden_after_all(self) -> None:
+        """Worker side: :meth:`before_submission` ran, but the filter could not be installed;
+        undo what it started for a filtered process. The base class started nothing."""
+
     def worker_module(self):
         """The lab's worker-side module (:attr:`measure_module`, default the ``measure``
         module beside the spec), imported on first use. The worker imports it before the

@@ -56,6 +56,12 @@ def repeat_cases(base: Case, arrays: tuple[str, ...], count: int = CHANGED_ENTRI
     return out
 
 
+def repeated_from(case: Case) -> str | None:
+    """The name of the case ``case`` repeats, or None when it is not a repeat case."""
+    ch = case.params.get(_KEY)
+    return ch["base"] if ch else None
+
+
 def change_inputs(case: Case, data: CaseData) -> CaseData:
     """``data`` (built from ``case``'s seed) with the entries a repeat case changes changed, in
     place; unchanged for any other case."""

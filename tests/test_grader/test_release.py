@@ -1,10 +1,10 @@
 """Single-source labs: labs/ is generated from solutions/, up to date, and leaks nothing."""
 
 import os
-import sys
 import re
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -405,6 +405,7 @@ def test_the_case_counts_a_handout_states_are_the_specs():
     from collections import Counter
 
     from grader.labs import all_specs
+    from grader.labs._repeat import repeated_from
     from grader.spec import HiddenCases
 
     stated = 0
@@ -412,8 +413,8 @@ def test_the_case_counts_a_handout_states_are_the_specs():
         text = notebook.read(ROOT / "solutions" / spec.notebook).cells[0].source
         nums = [int(n) for n in re.findall(r"(\d+) cases", text)]
         cases = [c for c in spec.cases(HiddenCases()) if not c.hidden]
-        base = Counter(spec.case_function(c) for c in cases if "changed" not in c.params)
-        repeats = Counter(c.params["changed"]["base"] for c in cases if "changed" in c.params)
+        base = Counter(spec.case_function(c) for c in cases if repeated_from(c) is None)
+        repeats = Counter(repeated_from(c) for c in cases if repeated_from(c) is not None)
         if nums:
             stated += 1
             want = [sum(base.values())] if len(nums) == 1 else list(base.values())
