@@ -9,12 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kernellab import codegen
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # fma_peak's kernel compiled in a child under the profile named in argv: the widest register of
-# its FMAs, and the profile the child reports
+# its FMAs, the profile the child reports, and the stack references (x86: ``(%rsp)``) from its
+# first FMA to the first jump after it (the unrolled loop body: an accumulator spilled there)
 CHILD = r"""
 import json, sys
 import numpy as np
@@ -22,10 +25,15 @@ import kernellab
 from kernellab import codegen
 codegen.apply(sys.argv[1])
 from kernellab.machine import fma_peak
-_, one, _ = fma_peak._kernels()
-one(np.ones((fma_peak.CHAINS, 64), np.float32), np.float32(0.5), np.float32(0.25), 1)
-asm = one.inspect_asm(one.signatures[0])
-print(json.dumps({"bits": fma_peak._vector_bits(asm), "active": codegen.active()}))
+_, one, _, (chains, _) = fma_peak._kernels()
+one(np.ones((chains, 64), np.float32), np.float32(0.5), np.float32(0.25), 1)
+asm = one.inspect_asm(one.signatures[0]).splitlines()
+fma = [i for i, line in enumerate(asm) if "vfmadd" in line]
+end = next((i for i in range(fma[0], len(asm)) if asm[i].strip().startswith("j")), len(asm)) \
+    if fma else 0
+spills = sum("(%rsp)" in line for line in asm[fma[0]:end]) if fma else None
+print(json.dumps({"bits": fma_peak._vector_bits("\n".join(asm)), "active": codegen.active(),
+                  "spills": spills}))
 """
 
 
@@ -48,6 +56,24 @@ def test_full_width_profile_emits_the_peaks_width():
         assert full["bits"] >= (default["bits"] or 0)
         if "+avx512f" in codegen.host_cpu_features().split(","):
             assert full["bits"] == 512, full
+        # every chain stays in a register (fma_peak.shape): a spilled accumulator's store and
+        # reload sit in its chain, and the peak comes out below what a BLAS kernel reaches
+        assert full["spills"] == 0, full
+
+
+@pytest.mark.parametrize("machine,features,expect", [
+    ("x86_64", "+avx,+avx2,+fma,-avx512f", (8, 16)),     # 16 ymm registers
+    ("x86_64", "+avx2,+fma,+avx512f,+avx512bw", (16, 8)),  # 32 zmm registers
+    ("aarch64", "+neon", (16, 8)),                         # 32 vector registers
+])
+def test_fma_peak_chains_fit_the_register_file(machine, features, expect):
+    from kernellab.machine import fma_peak
+
+    chains, steps = fma_peak.shape(features, machine)
+    assert (chains, steps) == expect
+    assert chains * steps == fma_peak.FMAS_PER_ELEMENT
+    src = fma_peak.kernel_source(chains, steps)
+    assert src.count(" * m + c") == chains and f"range({steps})" in src
 
 
 def test_cpu_labs_are_graded_at_full_width():
