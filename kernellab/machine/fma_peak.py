@@ -118,6 +118,48 @@ def _vector_bits(asm: str) -> int | None:
     return max(found) if found else None
 
 
+def hot_loop_stack_refs(asm: str) -> int | None:
+    """Stack references (x86 AT&T syntax: ``(%rsp)``) from the first FMA of ``asm`` to the
+    first jump after it: the kernel's unrolled loop body, where an accumulator spilled to the
+    stack shows as a store and a reload. None without FMAs, or on a non-x86 host."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686"):
+        return None
+    lines = asm.splitlines()
+    first = next((i for i, line in enumerate(lines) if "vfmadd" in line or "vfnmadd" in line),
+                 None)
+    if first is None:
+        return None
+    end = next((i for i in range(first, len(lines)) if lines[i].strip().startswith("j")),
+               len(lines))
+    return sum("(%rsp)" in line for line in lines[first:end])
+
+
+def chains_rate(chains: int, steps: int, dtype=None) -> dict:
+    """One core's FLOP/s of :func:`kernel_source`'s kernel with ``chains`` x ``steps``, compiled
+    now under this process's code-generation profile (the best of ``REPEATS`` calibrated
+    repetitions, CPU time), with its FMA width and :func:`hot_loop_stack_refs`:
+    ``{"chains", "steps", "gflops", "vector_bits", "stack_refs"}``. ``dtype``: float32 (default)
+    or float64. A compile and about ``REPEATS x TARGET_S`` seconds. Chapter 1 times a shape
+    that fits the register file against one that does not."""
+    import numpy as np
+    from numba import njit
+
+    dt = np.dtype(dtype or np.float32).type
+    namespace: dict = {}
+    exec(compile(kernel_source(chains, steps), f"<kernellab.machine.fma_peak {chains}x{steps}>",
+                 "exec"), namespace)
+    kernel = njit(fastmath={"contract"})(namespace["fma_chains"])
+    x, m, c = np.ones((chains, N_ELEMS), dt), dt(0.999), dt(0.001)
+    kernel(x, m, c, 1)
+    rate, _ = _best_rate(lambda p: kernel(x, m, c, p), 2.0 * chains * steps * N_ELEMS,
+                         time.thread_time)
+    asm = kernel.inspect_asm(kernel.signatures[0])
+    return {"chains": chains, "steps": steps, "gflops": rate / 1e9,
+            "vector_bits": _vector_bits(asm), "stack_refs": hot_loop_stack_refs(asm)}
+
+
 def _best_rate(run, flops_per_pass: float, clock) -> tuple[float, int]:
     """Calibrate passes to about TARGET_S of CPU time, then the best of REPEATS: FLOP/s."""
     passes = 1
@@ -137,6 +179,43 @@ def _best_rate(run, flops_per_pass: float, clock) -> tuple[float, int]:
         if dt > 0:
             best = max(best, flops_per_pass * passes / dt)
     return best, passes
+
+
+def one_core_probe(dtype=None, target_s: float = 0.005, runs: int = 3):
+    """A callable that measures one core's FMA rate now, in this process: ``probe()`` runs the
+    one-core kernel ``runs`` times for about ``target_s`` seconds of CPU time each (passes
+    calibrated here, once) and returns the best rate in FLOP/s (thread CPU time, as
+    :func:`measure`). For a rule that compares a kernel with the peak in the same rounds, so
+    that the clock the core ran at, whatever moved it, is the same on both sides. ``dtype``:
+    float32 (default) or float64. Compiles the kernel on the first call in a process."""
+    import numpy as np
+
+    _, one, _, (chains, steps) = _kernels()
+    dt = np.dtype(dtype or np.float32).type
+    x, m, c = np.ones((chains, N_ELEMS), dt), dt(0.999), dt(0.001)
+    one(x, m, c, 1)
+    flops_per_pass = 2.0 * chains * steps * N_ELEMS
+    passes = 1
+    while True:
+        t0 = time.thread_time()
+        one(x, m, c, passes)
+        dt_s = time.thread_time() - t0
+        if dt_s >= target_s / 4 or passes >= 1 << 24:
+            break
+        passes *= 4
+    passes = max(1, int(passes * target_s / max(dt_s, 1e-9)))
+
+    def probe() -> float:
+        best = 0.0
+        for _ in range(runs):
+            t0 = time.thread_time()
+            one(x, m, c, passes)
+            t = time.thread_time() - t0
+            if t > 0:
+                best = max(best, flops_per_pass * passes / t)
+        return best
+
+    return probe
 
 
 def measure(threads: int) -> dict:
