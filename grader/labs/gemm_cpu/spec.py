@@ -7,7 +7,7 @@ B (K, N), C (M, N), all float32 or all float64, any M, N, K >= 1.
   (:class:`kernellab.numerics.KAware`, accumulation in the input dtype);
 * speedup over the naive ijk kernel >= ``MIN_SPEEDUP_NAIVE`` at ``PERF_N_NAIVE``;
 * fraction of numpy.matmul's speed >= ``MIN_FRACTION_NUMPY`` at ``PERF_N``, numpy floored at
-  ``NUMPY_FLOOR_OF_PEAK`` x the measured one-core FMA peak;
+  ``NUMPY_FLOOR_OF_PEAK`` x one core's FMA peak measured in the same rounds;
 * the fastest timed call plausible: <= :data:`kernellab.machine.PEAK_MARGIN` x the larger of
   the measured one-core peak and the fastest numpy call (a gate).
 
@@ -30,9 +30,9 @@ PERF_ROUNDS = 5
 PERF_THREADS = 1  # README: robust to other work on the machine
 MIN_SPEEDUP_NAIVE = 20.0
 MIN_FRACTION_NUMPY = 0.40  # README: between the reference solution and a plain ikj loop
-#: numpy's speed in the fraction rule is never taken below this fraction of the measured
-#: one-core FMA peak (README): below what a BLAS kernel made for the core reaches, so it binds
-#: only when numpy runs a kernel that is not
+#: numpy's speed in the fraction rule is never taken below this fraction of one core's FMA
+#: peak, measured in the same rounds (README): below what a BLAS kernel made for the core
+#: reaches, so it binds only when numpy runs a kernel that is not
 NUMPY_FLOOR_OF_PEAK = 0.9
 
 VISIBLE_SHAPES = [  # (M, N, K)
@@ -58,7 +58,7 @@ RULES = (
          why=f"median of per-round time ratios at M=N=K={PERF_N_NAIVE}, one thread"),
     Rule("fraction of numpy.matmul (OpenBLAS)", ">=", MIN_FRACTION_NUMPY,
          why=f"median per round at M=N=K={PERF_N}, one thread; numpy floored at "
-             f"{NUMPY_FLOOR_OF_PEAK:g} x the measured one-core FMA peak"),
+             f"{NUMPY_FLOOR_OF_PEAK:g} x one core's FMA peak, measured in the same rounds"),
     Rule("fastest timed call is plausible", "max<=",
          f"{PEAK_MARGIN:g} x max(measured one-core FMA peak, fastest numpy.matmul call)",
          " GFLOP/s", why="a gate: no points, but failing it voids the speed points"),
@@ -130,7 +130,7 @@ class GemmCPU(LabSpec):
         limit = machine.speed_limit(np.float32, cores=PERF_THREADS,
                                     witness_gflops=max(m["gflops_numpy"]),
                                     witness="the fastest numpy.matmul call")
-        fraction, numpy_note = self._fraction(m, machine.measured_peak())
+        fraction, numpy_note = self._fraction(m)
         naive, numpy_, plausible = RULES
         return [
             naive.judge(m["speedup_naive"],
@@ -144,24 +144,28 @@ class GemmCPU(LabSpec):
         ]
 
     @staticmethod
-    def _fraction(m: dict, peak) -> tuple[list[float], str]:
+    def _fraction(m: dict) -> tuple[list[float], str]:
         """Per round: the submission's speed / max(numpy's, the floor) (README), and the
-        rule's note. Without a measured peak, numpy alone (and the note says so)."""
+        rule's note. The floor is NUMPY_FLOOR_OF_PEAK x one core's FMA peak measured in the
+        same round (``gflops_peak``); without those figures, numpy alone (the note says so)."""
         med_numpy = float(np.median(m["gflops_numpy"]))
         blas = m.get("blas") or {}
         kernel = (f" ({blas.get('internal_api')} {blas.get('architecture')} kernel"
                   + (f", forced by {blas['forced_by']}" if blas.get("forced_by") else "") + ")"
                   if blas.get("architecture") else "")
-        if peak is None:
+        peaks = list(m.get("gflops_peak") or [])
+        if len(peaks) != len(m["fraction_numpy"]):
             return list(m["fraction_numpy"]), (f"numpy.matmul{kernel} {med_numpy:.1f} GFLOP/s in "
                                                 "the same run; no measured peak, so no floor")
-        floor = NUMPY_FLOOR_OF_PEAK * peak.flops(np.float32, PERF_THREADS) / 1e9
+        what = (f"one core's FMA peak in the same rounds (median "
+                f"{float(np.median(peaks)):.1f} GFLOP/s)")
+        floors = [NUMPY_FLOOR_OF_PEAK * g for g in peaks]
         cpu = m.get("gflops_cpu") or m["gflops"]
-        by_floor = [g / floor for g in cpu]
+        by_floor = [g / f if f > 0 else float("inf") for g, f in zip(cpu, floors)]
         fraction = [min(f, g) for f, g in zip(m["fraction_numpy"], by_floor)]
         used = ("the floor" if sum(g < f for f, g in zip(m["fraction_numpy"], by_floor))
                 > len(by_floor) / 2 else "numpy")
         return fraction, (f"numpy.matmul{kernel} {med_numpy:.1f} GFLOP/s in the same run, "
-                          f"floor {NUMPY_FLOOR_OF_PEAK:g} x "
-                          f"{peak.describe(np.float32, PERF_THREADS)} = {floor:.1f} GFLOP/s; "
+                          f"floor {NUMPY_FLOOR_OF_PEAK:g} x {what} = "
+                          f"{float(np.median(floors)):.1f} GFLOP/s (median); "
                           f"the baseline in most rounds: {used}")

@@ -134,16 +134,17 @@ def test_plausibility_rule_fails_a_kernel_faster_than_the_machine(monkeypatch):
 
 def test_fraction_of_numpy_has_one_meaning_whatever_kernel_openblas_runs(monkeypatch):
     """OpenBLAS's own kernel (235 GFLOP/s on a 250 GFLOP/s core) or a forced AVX2 one (126):
-    the baseline is floored at NUMPY_FLOOR_OF_PEAK x the measured peak, so a kernel at 190
-    passes and one at 45 (plain ikj) fails both ways."""
+    the baseline is floored at NUMPY_FLOOR_OF_PEAK x the FMA peak measured in the same rounds,
+    so a kernel at 190 passes and one at 45 (plain ikj) fails both ways; the cached peak of the
+    machine plays no part in it."""
     from grader.labs.gemm_cpu.spec import NUMPY_FLOOR_OF_PEAK, GemmCPU
 
-    _peak(monkeypatch, 250.0)
+    _peak(monkeypatch, 1000.0)   # the cached peak: not the floor's
     floor = NUMPY_FLOOR_OF_PEAK * 250.0
     for numpy_gflops in (235.0, 126.0):
         for sub, passes in ((190.0, True), (45.0, False)):
             m = {"speedup_naive": [100.0] * 5, "fraction_numpy": [sub / numpy_gflops] * 5,
-                 "gflops": [sub] * 5, "gflops_cpu": [sub] * 5,
+                 "gflops": [sub] * 5, "gflops_cpu": [sub] * 5, "gflops_peak": [250.0] * 5,
                  "gflops_numpy": [numpy_gflops] * 5, "gflops_naive": [1.0] * 5,
                  "gflops_small": [90.0] * 5, "peak_gflops": 166.0, "peak_formula": "test"}
             rule = next(r for r in GemmCPU().perf_rules(m)
@@ -151,6 +152,31 @@ def test_fraction_of_numpy_has_one_meaning_whatever_kernel_openblas_runs(monkeyp
             assert rule.passed is passes, (numpy_gflops, sub, rule)
             assert rule.measured == pytest.approx(sub / max(numpy_gflops, floor))
             assert ("the floor" in rule.detail) is (numpy_gflops < floor)
+
+
+def test_the_floor_follows_the_peak_of_each_round(monkeypatch):
+    """A round in which the core ran slower (its FMA peak and the kernel both lower) keeps the
+    kernel's fraction: the floor is that round's, not a figure measured at another time."""
+    from grader.labs.gemm_cpu.spec import NUMPY_FLOOR_OF_PEAK, GemmCPU
+
+    _peak(monkeypatch, 250.0)
+    # numpy forced to a kernel at half the core's rate, so the floor binds; rounds 3-5 at 60%
+    # of the clock: the peak and the kernel both scale
+    scale = [1.0, 1.0, 0.6, 0.6, 0.6]
+    m = {"speedup_naive": [100.0] * 5, "fraction_numpy": [190.0 / 126.0] * 5,
+         "gflops": [190.0 * s for s in scale], "gflops_cpu": [190.0 * s for s in scale],
+         "gflops_peak": [250.0 * s for s in scale], "gflops_numpy": [126.0 * s for s in scale],
+         "gflops_naive": [1.0] * 5, "gflops_small": [90.0] * 5, "peak_gflops": 166.0,
+         "peak_formula": "test"}
+    rule = next(r for r in GemmCPU().perf_rules(m)
+                if r.name == "fraction of numpy.matmul (OpenBLAS)")
+    assert rule.measured == pytest.approx(190.0 / (NUMPY_FLOOR_OF_PEAK * 250.0))
+    assert "in the same rounds" in rule.detail and "the floor" in rule.detail
+    # without per-round peaks: numpy alone, and the note says so
+    m.pop("gflops_peak")
+    rule = next(r for r in GemmCPU().perf_rules(m)
+                if r.name == "fraction of numpy.matmul (OpenBLAS)")
+    assert rule.measured == pytest.approx(190.0 / 126.0) and "no floor" in rule.detail
 
 
 def test_tail_bug_is_located_on_the_last_tile_row():
