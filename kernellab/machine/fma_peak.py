@@ -8,18 +8,18 @@ updated by ``steps`` dependent FMAs ``a = a * m + c`` per pass. The loop over th
 the innermost loop after LLVM fully unrolls the constant ``steps`` loop, so the loop vectoriser
 turns it into vector FMAs at the widest width the target allows (the process runs with the
 host's CPU features and ``-prefer-256-bit`` lifted: :mod:`kernellab.codegen`'s ``full_width``
-profile, the one the CPU labs are graded under). ``chains`` (:func:`shape`) is at least FMA
-latency x FMA pipes (4 cycles x 2 pipes on current x86 cores: Intel Optimization Reference
-Manual; AMD Software Optimization Guide for Family 19h, §2.11) and, with ``m`` and ``c``, fits
-the vector register file: 16 chains with AVX-512's 32 registers, 8 with AVX2's 16 (16 chains
-there spill accumulators to the stack, and the store-to-load latency in their chains lowered
-the figure below what numpy's sgemm reaches on a Zen 3 core). ``chains x steps`` = 128 FMAs per
+profile, the one the CPU labs are graded under). ``chains`` (:func:`shape`) is FMA latency x
+FMA pipes (4 cycles x 2 pipes on current x86 cores: Intel Optimization Reference Manual; AMD
+Software Optimization Guide for Family 19h, §2.11) or more, and with ``m`` and ``c`` fits the
+vector register file: 16 chains with AVX-512's 32 registers, 8 with AVX2's 16 (16 chains there
+spill accumulators to the stack, and the store-to-load latency in their chains lowered the
+figure below what numpy's sgemm reaches on a Zen 3 core). ``chains x steps`` = 128 FMAs per
 element: a body LLVM's full unroller still takes (a larger one stays a loop, which the loop
-vectoriser does not vectorise: a scalar figure), and 8 x 16 beat 12 x 10 and 10 x 12 on AVX2
-(fewer loads and stores per FMA). The ``chains`` loads and stores per 128 FMAs are far below the
-load/store ports' rate. ``fastmath`` is ``contract`` only: no reassociation, so LLVM cannot
-fold the chain; m < 1 and c > 0 keep the values normal (no denormal slow path). FLOPs counted:
-2 per FMA, nothing else.
+vectoriser does not vectorise: a scalar figure); on a Zen 3 core 8 x 16 beat 10 x 12 and
+12 x 10 (fewer loads and stores per FMA). The ``chains`` loads and stores per 128 FMAs are far
+below the load/store ports' rate. ``fastmath`` is ``contract`` only: no reassociation, so LLVM
+cannot fold the chain; m < 1 and c > 0 keep the values normal (no denormal slow path). FLOPs
+counted: 2 per FMA, nothing else.
 
 Time: CPU time, not wall time: ``time.thread_time`` for one core (the calling thread runs the
 kernel), ``time.process_time`` for all cores (a ``prange`` over one block per thread; rate =
@@ -54,7 +54,12 @@ def shape(features: str | None = None, machine: str | None = None) -> tuple[int,
     """(chains, steps) for this host: 8 x 16 on x86 without AVX-512 (16 vector registers),
     else 16 x 8 (32 registers: AVX-512, Arm's NEON/SVE). ``features``: LLVM's feature string
     (default: the host's, :func:`kernellab.codegen.host_cpu_features`); ``machine``:
-    ``platform.machine()``."""
+    ``platform.machine()``.
+
+    8 chains cover FMA latency x pipes where the latency is 4 cycles; on AVX2 cores with a
+    5-cycle FMA (Haswell, Broadwell, Zen 1 and 2) they cover 8 of 10, so the peak may come out
+    up to a fifth low there: a lower floor and plausibility limit, never a harsher one. 8 x 16
+    was chosen over 10 x 12 and 12 x 10 by a measurement on a Zen 3 core only."""
     import platform
 
     if machine is None:
@@ -121,7 +126,9 @@ def _vector_bits(asm: str) -> int | None:
 def hot_loop_stack_refs(asm: str) -> int | None:
     """Stack references (x86 AT&T syntax: ``(%rsp)``) from the first FMA of ``asm`` to the
     first jump after it: the kernel's unrolled loop body, where an accumulator spilled to the
-    stack shows as a store and a reload. None without FMAs, or on a non-x86 host."""
+    stack shows as a store and a reload. None without FMAs, or on a non-x86 host. A heuristic
+    for :func:`kernel_source`'s kernel (its vector loop comes first in LLVM's listing, and
+    frame-pointer ``(%rbp)`` slots are not counted), not a general spill detector."""
     import platform
 
     if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686"):

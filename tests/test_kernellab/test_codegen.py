@@ -94,7 +94,7 @@ def test_local_check_warns_when_the_notebook_compiles_otherwise():
     assert codegen_note(get_spec_class("gemm-cuda")()) is None     # not a CPU lab
 
 
-def test_chains_past_the_register_file_spill_and_lose_speed():
+def test_chains_past_the_register_file_spill():
     """Chapter 1's register lesson on this host: the fitting shape keeps every chain in a
     register; twice as many chains (same steps) spill on x86, and the FLOP/s figures are
     measured (positive, at the FMA width the profile emits)."""
