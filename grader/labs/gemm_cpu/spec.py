@@ -31,9 +31,12 @@ PERF_THREADS = 1  # README: robust to other work on the machine
 MIN_SPEEDUP_NAIVE = 20.0
 MIN_FRACTION_NUMPY = 0.40  # README: between the reference solution and a plain ikj loop
 #: numpy's speed in the fraction rule is never taken below this fraction of one core's FMA
-#: peak, measured in the same rounds (README): below what a BLAS kernel made for the core
-#: reaches, so it binds only when numpy runs a kernel that is not
+#: peak, measured in the same rounds (README): about what a BLAS kernel made for the core
+#: reaches, so it binds in full when numpy runs a kernel that is not (a forced older one)
 NUMPY_FLOOR_OF_PEAK = 0.9
+#: the per-round FMA probe is believed only at this fraction of the machine's cached peak or
+#: more: below it the probe itself ran slow (or scalar), and the cached peak is the floor
+PROBE_MIN_OF_PEAK = 0.5
 
 VISIBLE_SHAPES = [  # (M, N, K)
     (1, 1, 1), (2, 3, 1), (3, 1, 2), (1, 257, 3), (31, 33, 65), (33, 31, 127),
@@ -130,7 +133,7 @@ class GemmCPU(LabSpec):
         limit = machine.speed_limit(np.float32, cores=PERF_THREADS,
                                     witness_gflops=max(m["gflops_numpy"]),
                                     witness="the fastest numpy.matmul call")
-        fraction, numpy_note = self._fraction(m)
+        fraction, numpy_note = self._fraction(m, machine.measured_peak())
         naive, numpy_, plausible = RULES
         return [
             naive.judge(m["speedup_naive"],
@@ -144,21 +147,33 @@ class GemmCPU(LabSpec):
         ]
 
     @staticmethod
-    def _fraction(m: dict) -> tuple[list[float], str]:
+    def _fraction(m: dict, peak=None) -> tuple[list[float], str]:
         """Per round: the submission's speed / max(numpy's, the floor) (README), and the
         rule's note. The floor is NUMPY_FLOOR_OF_PEAK x one core's FMA peak measured in the
-        same round (``gflops_peak``); without those figures, numpy alone (the note says so)."""
+        same round (``gflops_peak``). Where those figures are missing, or their median is below
+        PROBE_MIN_OF_PEAK x the machine's cached peak ``peak`` (a probe that ran slow or
+        scalar), the cached peak is the floor of every round and the note says why; with
+        neither, numpy alone (the note says so)."""
         med_numpy = float(np.median(m["gflops_numpy"]))
         blas = m.get("blas") or {}
         kernel = (f" ({blas.get('internal_api')} {blas.get('architecture')} kernel"
                   + (f", forced by {blas['forced_by']}" if blas.get("forced_by") else "") + ")"
                   if blas.get("architecture") else "")
-        peaks = list(m.get("gflops_peak") or [])
-        if len(peaks) != len(m["fraction_numpy"]):
+        rounds = len(m["fraction_numpy"])
+        peaks = [float(g) for g in (m.get("gflops_peak") or [])]
+        cached = peak.flops(np.float32, PERF_THREADS) / 1e9 if peak is not None else None
+        probed = len(peaks) == rounds and all(g > 0 for g in peaks)
+        if probed and (cached is None or float(np.median(peaks)) >= PROBE_MIN_OF_PEAK * cached):
+            what = (f"one core's FMA peak in the same rounds (median "
+                    f"{float(np.median(peaks)):.1f} GFLOP/s)")
+        elif cached is not None:
+            why = (f"the probe in the rounds measured {float(np.median(peaks)):.1f} GFLOP/s, "
+                   f"under {PROBE_MIN_OF_PEAK:g} x it" if probed else "no probe in the rounds")
+            peaks = [cached] * rounds
+            what = f"the {peak.describe(np.float32, PERF_THREADS)} ({why})"
+        else:
             return list(m["fraction_numpy"]), (f"numpy.matmul{kernel} {med_numpy:.1f} GFLOP/s in "
                                                 "the same run; no measured peak, so no floor")
-        what = (f"one core's FMA peak in the same rounds (median "
-                f"{float(np.median(peaks)):.1f} GFLOP/s)")
         floors = [NUMPY_FLOOR_OF_PEAK * g for g in peaks]
         cpu = m.get("gflops_cpu") or m["gflops"]
         by_floor = [g / f if f > 0 else float("inf") for g, f in zip(cpu, floors)]

@@ -76,6 +76,8 @@ def test_speed_verdicts_hold_with_any_blas_kernel_and_any_proc_clock():
         assert sol[FRACTION]["passed"], _said(what, sol[FRACTION])
         assert sol[PLAUSIBLE]["passed"], _said(what, sol[PLAUSIBLE])
         assert not ikj[FRACTION]["passed"], _said(what, ikj[FRACTION])
+        # the floor came from the FMA probe in the same rounds, not from a fallback
+        assert "in the same rounds" in sol[FRACTION]["detail"], _said(what, sol[FRACTION])
         # the limit is the measured peak (or numpy's fastest call), never /proc's clock
         assert "measured FMA peak" in sol[PLAUSIBLE]["detail"], sol[PLAUSIBLE]
     # the same limit with /proc's clock far too low: it does not come from the nominal peak

@@ -139,7 +139,7 @@ def test_fraction_of_numpy_has_one_meaning_whatever_kernel_openblas_runs(monkeyp
     machine plays no part in it."""
     from grader.labs.gemm_cpu.spec import NUMPY_FLOOR_OF_PEAK, GemmCPU
 
-    _peak(monkeypatch, 1000.0)   # the cached peak: not the floor's
+    _peak(monkeypatch, 400.0)   # the cached peak: not the floor, while the probe is believed
     floor = NUMPY_FLOOR_OF_PEAK * 250.0
     for numpy_gflops in (235.0, 126.0):
         for sub, passes in ((190.0, True), (45.0, False)):
@@ -172,8 +172,21 @@ def test_the_floor_follows_the_peak_of_each_round(monkeypatch):
                 if r.name == "fraction of numpy.matmul (OpenBLAS)")
     assert rule.measured == pytest.approx(190.0 / (NUMPY_FLOOR_OF_PEAK * 250.0))
     assert "in the same rounds" in rule.detail and "the floor" in rule.detail
-    # without per-round peaks: numpy alone, and the note says so
-    m.pop("gflops_peak")
+    # a probe far below the cached peak (slow, or scalar), or none: the cached peak is the floor
+    import statistics
+
+    from grader.labs.gemm_cpu.spec import PROBE_MIN_OF_PEAK
+
+    for probes, why in (([0.4 * PROBE_MIN_OF_PEAK * 250.0] * 5, "the probe in the rounds"),
+                        ([], "no probe in the rounds")):
+        m["gflops_peak"] = probes
+        rule = next(r for r in GemmCPU().perf_rules(m)
+                    if r.name == "fraction of numpy.matmul (OpenBLAS)")
+        assert rule.measured == pytest.approx(
+            statistics.median([190.0 * s / (NUMPY_FLOOR_OF_PEAK * 250.0) for s in scale]))
+        assert why in rule.detail, rule.detail
+    # no probe and no cached peak: numpy alone, and the note says so
+    monkeypatch.setattr("kernellab.machine.measured_peak", lambda *a, **k: None)
     rule = next(r for r in GemmCPU().perf_rules(m)
                 if r.name == "fraction of numpy.matmul (OpenBLAS)")
     assert rule.measured == pytest.approx(190.0 / 126.0) and "no floor" in rule.detail
