@@ -50,6 +50,13 @@ TARGET_S = 0.02  # seconds per repetition
 N_ELEMS = 64  # per chain and thread: at most 16 x 64 x 8 bytes (8 KiB) stay in L1
 
 
+def _x86(machine: str | None = None) -> bool:
+    """Whether ``machine`` (default: ``platform.machine()``) is an x86 one."""
+    import platform
+
+    return (machine or platform.machine()).lower() in ("x86_64", "amd64", "i386", "i686")
+
+
 def shape(features: str | None = None, machine: str | None = None) -> tuple[int, int]:
     """(chains, steps) for this host: 8 x 16 on x86 without AVX-512 (16 vector registers),
     else 16 x 8 (32 registers: AVX-512, Arm's NEON/SVE). ``features``: LLVM's feature string
@@ -60,16 +67,11 @@ def shape(features: str | None = None, machine: str | None = None) -> tuple[int,
     5-cycle FMA (Haswell, Broadwell, Zen 1 and 2) they cover 8 of 10, so the peak may come out
     up to a fifth low there: a lower floor and plausibility limit, never a harsher one. 8 x 16
     was chosen over 10 x 12 and 12 x 10 by a measurement on a Zen 3 core only."""
-    import platform
-
-    if machine is None:
-        machine = platform.machine()
     if features is None:
         from kernellab.codegen import host_cpu_features
 
         features = host_cpu_features()
-    x86 = machine.lower() in ("x86_64", "amd64", "i386", "i686")
-    chains = 8 if x86 and "+avx512f" not in features.split(",") else 16
+    chains = 8 if _x86(machine) and "+avx512f" not in features.split(",") else 16
     return chains, FMAS_PER_ELEMENT // chains
 
 
@@ -86,6 +88,16 @@ def kernel_source(chains: int, steps: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _compiled(chains: int, steps: int):
+    """:func:`kernel_source`'s kernel as a Numba dispatcher (``fastmath`` contract only)."""
+    from numba import njit
+
+    namespace: dict = {}
+    exec(compile(kernel_source(chains, steps), f"<kernellab.machine.fma_peak {chains}x{steps}>",
+                 "exec"), namespace)
+    return njit(fastmath={"contract"})(namespace["fma_chains"])
+
+
 _KERNELS: list = []
 
 
@@ -97,9 +109,7 @@ def _kernels():
     from numba import njit, prange
 
     chains, steps = shape()
-    namespace: dict = {}
-    exec(compile(kernel_source(chains, steps), "<kernellab.machine.fma_peak>", "exec"), namespace)
-    fma_chains = njit(fastmath={"contract"})(namespace["fma_chains"])
+    fma_chains = _compiled(chains, steps)
 
     @njit(parallel=True, fastmath={"contract"})
     def fma_chains_threads(x3, m, c, passes):
@@ -129,9 +139,7 @@ def hot_loop_stack_refs(asm: str) -> int | None:
     stack shows as a store and a reload. None without FMAs, or on a non-x86 host. A heuristic
     for :func:`kernel_source`'s kernel (its vector loop comes first in LLVM's listing, and
     frame-pointer ``(%rbp)`` slots are not counted), not a general spill detector."""
-    import platform
-
-    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686"):
+    if not _x86():
         return None
     lines = asm.splitlines()
     first = next((i for i, line in enumerate(lines) if "vfmadd" in line or "vfnmadd" in line),
@@ -151,13 +159,9 @@ def chains_rate(chains: int, steps: int, dtype=None) -> dict:
     or float64. A compile and about ``REPEATS x TARGET_S`` seconds. Chapter 1 times a shape
     that fits the register file against one that does not."""
     import numpy as np
-    from numba import njit
 
     dt = np.dtype(dtype or np.float32).type
-    namespace: dict = {}
-    exec(compile(kernel_source(chains, steps), f"<kernellab.machine.fma_peak {chains}x{steps}>",
-                 "exec"), namespace)
-    kernel = njit(fastmath={"contract"})(namespace["fma_chains"])
+    kernel = _compiled(chains, steps)
     x, m, c = np.ones((chains, N_ELEMS), dt), dt(0.999), dt(0.001)
     kernel(x, m, c, 1)
     rate, _ = _best_rate(lambda p: kernel(x, m, c, p), 2.0 * chains * steps * N_ELEMS,
@@ -167,25 +171,35 @@ def chains_rate(chains: int, steps: int, dtype=None) -> dict:
             "vector_bits": _vector_bits(asm), "stack_refs": hot_loop_stack_refs(asm)}
 
 
-def _best_rate(run, flops_per_pass: float, clock) -> tuple[float, int]:
-    """Calibrate passes to about TARGET_S of CPU time, then the best of REPEATS: FLOP/s."""
+def _calibrated(run, clock, target_s: float = TARGET_S) -> int:
+    """Passes for ``run(passes)`` to take about ``target_s`` of ``clock``."""
     passes = 1
     while True:
         t0 = clock()
         run(passes)
         dt = clock() - t0
-        if dt >= TARGET_S / 4 or passes >= 1 << 24:
+        if dt >= target_s / 4 or passes >= 1 << 24:
             break
         passes *= 4
-    passes = max(1, int(passes * TARGET_S / max(dt, 1e-9)))
+    return max(1, int(passes * target_s / max(dt, 1e-9)))
+
+
+def _best_of(run, passes: int, flops_per_pass: float, clock, repeats: int) -> float:
+    """The best FLOP/s of ``repeats`` calls ``run(passes)`` by ``clock``."""
     best = 0.0
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         t0 = clock()
         run(passes)
         dt = clock() - t0
         if dt > 0:
             best = max(best, flops_per_pass * passes / dt)
-    return best, passes
+    return best
+
+
+def _best_rate(run, flops_per_pass: float, clock) -> tuple[float, int]:
+    """Calibrate passes to about TARGET_S of CPU time, then the best of REPEATS: FLOP/s."""
+    passes = _calibrated(run, clock)
+    return _best_of(run, passes, flops_per_pass, clock, REPEATS), passes
 
 
 def one_core_probe(dtype=None, target_s: float = 0.005, runs: int = 3):
@@ -200,27 +214,16 @@ def one_core_probe(dtype=None, target_s: float = 0.005, runs: int = 3):
     _, one, _, (chains, steps) = _kernels()
     dt = np.dtype(dtype or np.float32).type
     x, m, c = np.ones((chains, N_ELEMS), dt), dt(0.999), dt(0.001)
-    one(x, m, c, 1)
-    flops_per_pass = 2.0 * chains * steps * N_ELEMS
-    passes = 1
-    while True:
-        t0 = time.thread_time()
+
+    def run(passes):
         one(x, m, c, passes)
-        dt_s = time.thread_time() - t0
-        if dt_s >= target_s / 4 or passes >= 1 << 24:
-            break
-        passes *= 4
-    passes = max(1, int(passes * target_s / max(dt_s, 1e-9)))
+
+    run(1)
+    flops_per_pass = 2.0 * chains * steps * N_ELEMS
+    passes = _calibrated(run, time.thread_time, target_s)
 
     def probe() -> float:
-        best = 0.0
-        for _ in range(runs):
-            t0 = time.thread_time()
-            one(x, m, c, passes)
-            t = time.thread_time() - t0
-            if t > 0:
-                best = max(best, flops_per_pass * passes / t)
-        return best
+        return _best_of(run, passes, flops_per_pass, time.thread_time, runs)
 
     return probe
 

@@ -98,13 +98,11 @@ def test_chains_past_the_register_file_spill():
     """Chapter 1's register lesson on this host: the fitting shape keeps every chain in a
     register; twice as many chains (same steps) spill on x86, and the FLOP/s figures are
     measured (positive, at the FMA width the profile emits)."""
-    import platform
-
     from kernellab.machine import fma_peak
 
     fit, _ = fma_peak.shape()
     steps = fma_peak.FMAS_PER_ELEMENT // (2 * fit)
     a, b = fma_peak.chains_rate(fit, steps), fma_peak.chains_rate(2 * fit, steps)
     assert a["gflops"] > 0 and b["gflops"] > 0
-    if platform.machine().lower() in ("x86_64", "amd64"):
+    if b["stack_refs"] is not None:  # x86: the listing can be read for stack slots
         assert a["stack_refs"] == 0 and b["stack_refs"] > 0, (a, b)

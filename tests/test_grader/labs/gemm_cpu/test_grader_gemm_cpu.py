@@ -135,8 +135,8 @@ def test_plausibility_rule_fails_a_kernel_faster_than_the_machine(monkeypatch):
 def test_fraction_of_numpy_has_one_meaning_whatever_kernel_openblas_runs(monkeypatch):
     """OpenBLAS's own kernel (235 GFLOP/s on a 250 GFLOP/s core) or a forced AVX2 one (126):
     the baseline is floored at NUMPY_FLOOR_OF_PEAK x the FMA peak measured in the same rounds,
-    so a kernel at 190 passes and one at 45 (plain ikj) fails both ways; the cached peak of the
-    machine plays no part in it."""
+    so a kernel at 190 passes and one at 45 (plain ikj) fails both ways; the machine's cached
+    peak plays no part while the probe is believed."""
     from grader.labs.gemm_cpu.spec import NUMPY_FLOOR_OF_PEAK, GemmCPU
 
     _peak(monkeypatch, 400.0)   # the cached peak: not the floor, while the probe is believed
